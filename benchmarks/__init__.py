@@ -1,0 +1,1 @@
+"""draco's benchmarks: `python -m benchmarks` (see README, "Benchmarks")."""

@@ -1,0 +1,141 @@
+"""Reading Kubernetes objects for the view commands.
+
+Every view command works either offline (`--from FILE`, repeatable) or against the
+cluster of the current kubeconfig, and both paths hand the same plain dicts to the
+pure layers, so a decision can be reproduced from YAML exactly as the controller
+made it live.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class InputError(Exception):
+    """Input that cannot be read at all; the message names the file and the problem."""
+
+
+def _documents(text: str, source: str) -> Iterator[Any]:
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            yield json.loads(text)
+            return
+        except json.JSONDecodeError:
+            pass  # YAML is a superset of JSON; let the YAML parser give the error
+    try:
+        yield from yaml.safe_load_all(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{source}: not valid YAML or JSON: {exc}") from exc
+
+
+def _flatten(doc: Any, source: str, index: int) -> Iterator[dict[str, Any]]:
+    if doc is None:
+        return
+    if isinstance(doc, list):
+        for item in doc:
+            yield from _flatten(item, source, index)
+        return
+    if not isinstance(doc, dict):
+        raise InputError(
+            f"{source}: document {index + 1} is a {type(doc).__name__}, not a Kubernetes object"
+        )
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        for item in doc["items"]:
+            yield from _flatten(item, source, index)
+        return
+    yield doc
+
+
+def parse_text(text: str, source: str) -> list[dict[str, Any]]:
+    """All objects in one YAML/JSON text (multi-document, `kind: List` and lists flattened)."""
+    objects: list[dict[str, Any]] = []
+    for index, doc in enumerate(_documents(text, source)):
+        objects.extend(_flatten(doc, source, index))
+    return objects
+
+
+def load_objects(paths: Iterable[str]) -> list[dict[str, Any]]:
+    """Objects from files (`-` is standard input), in file order.
+
+    Directories are read recursively (`*.yaml`, `*.yml`, `*.json`), as `kubectl apply -f`
+    does, so a whole examples folder can be given at once.
+    """
+    objects: list[dict[str, Any]] = []
+    for raw in paths:
+        if raw == "-":
+            objects.extend(parse_text(sys.stdin.read(), "<stdin>"))
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            files = sorted(
+                p for p in path.rglob("*") if p.suffix in {".yaml", ".yml", ".json"} and p.is_file()
+            )
+        else:
+            files = [path]
+        for file in files:
+            try:
+                text = file.read_text(encoding="utf-8")
+            except FileNotFoundError as exc:
+                raise InputError(f"{file}: no such file") from exc
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InputError(f"{file}: cannot read: {exc}") from exc
+            objects.extend(parse_text(text, str(file)))
+    return objects
+
+
+# (api path prefix, plural) for everything the views read from a live cluster.
+CLUSTER_SOURCES: dict[str, tuple[str, str]] = {
+    "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices"),
+    "DeviceClass": ("/apis/resource.k8s.io/v1", "deviceclasses"),
+    "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims"),
+    "Pod": ("/api/v1", "pods"),
+    "DeviceTaintRule": ("/apis/resource.draco.dev/v1alpha1", "devicetaintrules"),
+    "ResourceSlicePatch": ("/apis/resource.draco.dev/v1alpha1", "resourceslicepatches"),
+}
+
+
+def load_cluster_objects(kinds: Iterable[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """List the given kinds from the current kubeconfig's cluster.
+
+    Returns (objects, warnings): a kind the cluster does not serve (draco's CRDs not
+    installed, say) is a warning, not a failure, so the rest of the view still shows.
+    """
+    from kubernetes import client, config  # imported lazily: offline mode needs no client
+    from kubernetes.client.rest import ApiException
+
+    try:
+        config.load_kube_config()
+    except Exception as exc:  # noqa: BLE001 - any config problem is the same user error
+        try:
+            config.load_incluster_config()
+        except Exception:  # noqa: BLE001
+            raise InputError(f"cannot load a kubeconfig: {exc}") from exc
+    api = client.ApiClient()
+    objects: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for kind in kinds:
+        prefix, plural = CLUSTER_SOURCES[kind]
+        try:
+            resp = api.call_api(
+                f"{prefix}/{plural}", "GET", response_type="object", _return_http_data_only=True,
+                _preload_content=True, auth_settings=["BearerToken"],
+            )
+        except ApiException as exc:
+            warnings.append(f"cannot list {plural}: {exc.status} {exc.reason}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - connection errors must name the cluster problem
+            raise InputError(f"cannot reach the cluster: {exc}") from exc
+        api_version = prefix.removeprefix("/apis/").removeprefix("/api/")
+        for item in (resp or {}).get("items", []):
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", api_version)
+            objects.append(item)
+    return objects, warnings
