@@ -17,9 +17,11 @@ class ObjectRef(NamedTuple):
     name: str
 
     def __str__(self) -> str:
+        kind = self.kind or "object"
+        name = self.name or "<unnamed>"
         if self.namespace:
-            return f"{self.kind} {self.namespace}/{self.name}"
-        return f"{self.kind} {self.name}"
+            return f"{kind} {self.namespace}/{name}"
+        return f"{kind} {name}"
 
 
 class ModelError(ValueError):

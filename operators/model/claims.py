@@ -1,0 +1,373 @@
+"""ResourceClaim: what a workload asks for and, once allocated, what it got.
+
+Allocation result request names are `<request>` for `exactly` requests and
+`<request>/<subrequest>` for `firstAvailable`; `DeviceRequest.alternative` resolves
+both spellings back to the spec that produced them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from operators.model import fields as f
+from operators.model.deviceclass import OpaqueDeviceConfiguration, parse_opaque
+from operators.model.devices import DeviceID, DeviceToleration, parse_toleration, parse_tolerations
+from operators.model.errors import FieldError, ModelError, ObjectRef
+from operators.model.meta import ObjectMeta
+from operators.model.selectors import (
+    DeviceSelector,
+    NodeSelector,
+    opt_node_selector,
+    parse_device_selectors,
+)
+
+AllocationMode = Literal["ExactCount", "All"]
+ALLOCATION_MODES: tuple[str, ...] = ("ExactCount", "All")
+TOLERATIONS_ANNOTATION = "resource.draco.dev/tolerations"
+
+
+@dataclass(frozen=True, slots=True)
+class ExactDeviceRequest:
+    device_class_name: str
+    selectors: tuple[DeviceSelector, ...] = ()
+    allocation_mode: AllocationMode = "ExactCount"
+    count: int = 1  # 0 when allocation_mode is All
+    admin_access: bool = False
+    tolerations: tuple[DeviceToleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSubRequest:
+    name: str
+    device_class_name: str
+    selectors: tuple[DeviceSelector, ...] = ()
+    allocation_mode: AllocationMode = "ExactCount"
+    count: int = 1
+    tolerations: tuple[DeviceToleration, ...] = ()
+    admin_access: bool = False  # subrequests cannot ask for admin access; uniform reads
+
+
+RequestSpec = ExactDeviceRequest | DeviceSubRequest
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """Exactly one of `exactly` / `first_available` is set."""
+
+    name: str
+    exactly: ExactDeviceRequest | None = None
+    first_available: tuple[DeviceSubRequest, ...] = ()
+
+    def alternatives(self) -> tuple[tuple[str, RequestSpec], ...]:
+        """(result request name, spec) in the order the allocator must try them."""
+        if self.exactly is not None:
+            return ((self.name, self.exactly),)
+        return tuple((f"{self.name}/{s.name}", s) for s in self.first_available)
+
+    def alternative(self, result_request: str) -> RequestSpec | None:
+        for name, spec in self.alternatives():
+            if name == result_request:
+                return spec
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceConstraint:
+    requests: tuple[str, ...] = ()  # empty: applies to all requests
+    match_attribute: str | None = None
+    distinct_attribute: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClaimConfiguration:
+    requests: tuple[str, ...] = ()
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAllocationConfiguration:
+    source: str  # FromClass | FromClaim
+    requests: tuple[str, ...] = ()
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequestAllocationResult:
+    request: str
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool = False
+    tolerations: tuple[DeviceToleration, ...] = ()
+    share_id: str | None = None
+
+    @property
+    def id(self) -> DeviceID:
+        return DeviceID(self.driver, self.pool, self.device)
+
+    @property
+    def parent_request(self) -> str:
+        """`gpu/h100` -> `gpu`: the claim's request this result satisfies."""
+        return self.request.partition("/")[0]
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationResult:
+    results: tuple[DeviceRequestAllocationResult, ...] = ()
+    config: tuple[DeviceAllocationConfiguration, ...] = ()
+    node_selector: NodeSelector | None = None
+    allocation_timestamp: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRef:
+    """An entry of status.reservedFor (for pods: resource "pods", api_group "")."""
+
+    resource: str
+    name: str
+    uid: str
+    api_group: str = ""
+
+    @property
+    def is_pod(self) -> bool:
+        return self.resource == "pods" and self.api_group == ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaim:
+    kind = "ResourceClaim"
+
+    meta: ObjectMeta
+    requests: tuple[DeviceRequest, ...] = ()
+    constraints: tuple[DeviceConstraint, ...] = ()
+    config: tuple[DeviceClaimConfiguration, ...] = ()
+    allocation: AllocationResult | None = None
+    reserved_for: tuple[ConsumerRef, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def namespace(self) -> str:
+        return self.meta.namespace
+
+    @property
+    def allocated(self) -> bool:
+        return self.allocation is not None
+
+    def request(self, name: str) -> DeviceRequest | None:
+        parent = name.partition("/")[0]
+        for r in self.requests:
+            if r.name == parent:
+                return r
+        return None
+
+    def spec_for(self, result_request: str) -> RequestSpec | None:
+        r = self.request(result_request)
+        return r.alternative(result_request) if r is not None else None
+
+    def annotation_tolerations(self) -> tuple[DeviceToleration, ...]:
+        """draco's fallback tolerations (clusters that drop the API fields). Raises ModelError."""
+        raw = self.meta.annotations.get(TOLERATIONS_ANNOTATION)
+        if not raw:
+            return ()
+        ref = ObjectRef("ResourceClaim", self.meta.namespace, self.meta.name)
+        path = f'metadata.annotations["{TOLERATIONS_ANNOTATION}"]'
+        try:
+            items = json.loads(raw)
+        except ValueError as e:
+            raise ModelError(ref, path, f"not valid JSON: {e}") from None
+        if not isinstance(items, list):
+            raise ModelError(ref, path, f"expected a JSON array, got {f.type_name(items)}")
+        out = []
+        for i, t in enumerate(items):
+            try:
+                out.append(parse_toleration(t))
+            except FieldError as e:
+                raise ModelError(
+                    ref, f"{path}[{i}]" + (f".{e.path}" if e.path else ""), e.message
+                ) from None
+        return tuple(out)
+
+    def tolerations_for(
+        self, result: DeviceRequestAllocationResult
+    ) -> tuple[DeviceToleration, ...]:
+        """Union of the result's copy, the (sub)request's own and the annotation's tolerations."""
+        seen: dict[DeviceToleration, None] = dict.fromkeys(result.tolerations)
+        spec = self.spec_for(result.request)
+        if spec is not None:
+            seen.update(dict.fromkeys(spec.tolerations))
+        seen.update(dict.fromkeys(self.annotation_tolerations()))
+        return tuple(seen)
+
+
+# --- parsing -------------------------------------------------------------------------
+
+
+def _mode_and_count(d: Mapping[str, Any]) -> tuple[AllocationMode, int]:
+    mode = f.enum(d, "allocationMode", ALLOCATION_MODES, default="ExactCount")
+    if mode == "All":
+        if d.get("count") not in (None, 0):
+            raise FieldError("must not be set when allocationMode is All", "count")
+        return "All", 0
+    count = f.integer(d, "count", default=1)
+    if count <= 0:
+        raise FieldError("must be greater than zero", "count")
+    return "ExactCount", count
+
+
+def _exact(d: object) -> ExactDeviceRequest:
+    if not isinstance(d, Mapping):
+        raise FieldError(f"expected an object, got {f.type_name(d)}")
+    mode, count = _mode_and_count(d)
+    return ExactDeviceRequest(
+        device_class_name=f.string(d, "deviceClassName", required=True),
+        selectors=parse_device_selectors(d),
+        allocation_mode=mode,
+        count=count,
+        admin_access=f.boolean(d, "adminAccess"),
+        tolerations=parse_tolerations(d),
+    )
+
+
+def _sub(d: object) -> DeviceSubRequest:
+    if not isinstance(d, Mapping):
+        raise FieldError(f"expected an object, got {f.type_name(d)}")
+    mode, count = _mode_and_count(d)
+    return DeviceSubRequest(
+        name=f.string(d, "name", required=True),
+        device_class_name=f.string(d, "deviceClassName", required=True),
+        selectors=parse_device_selectors(d),
+        allocation_mode=mode,
+        count=count,
+        tolerations=parse_tolerations(d),
+    )
+
+
+def _request(d: object) -> DeviceRequest:
+    if not isinstance(d, Mapping):
+        raise FieldError(f"expected an object, got {f.type_name(d)}")
+    name = f.string(d, "name", required=True)
+    exactly_raw = d.get("exactly")
+    first_raw = f.lst(d, "firstAvailable")
+    if exactly_raw is not None and first_raw:
+        raise FieldError("exactly and firstAvailable are mutually exclusive", "firstAvailable")
+    if exactly_raw is not None:
+        try:
+            return DeviceRequest(name, exactly=_exact(exactly_raw))
+        except FieldError as e:
+            raise e.at("exactly") from None
+    if not first_raw:
+        raise FieldError("one of exactly or firstAvailable is required", "exactly")
+    subs = []
+    for i, s in enumerate(first_raw):
+        try:
+            subs.append(_sub(s))
+        except FieldError as e:
+            raise e.at(f"[{i}]").at("firstAvailable") from None
+    return DeviceRequest(name, first_available=tuple(subs))
+
+
+def _indexed(items: Any, key: str, fn: Any) -> tuple[Any, ...]:
+    out = []
+    for i, item in enumerate(items):
+        try:
+            if not isinstance(item, Mapping):
+                raise FieldError(f"expected an object, got {f.type_name(item)}")
+            out.append(fn(item))
+        except FieldError as e:
+            raise e.at(f"[{i}]").at(key) from None
+    return tuple(out)
+
+
+def _constraint(d: Mapping[str, Any]) -> DeviceConstraint:
+    return DeviceConstraint(
+        requests=f.string_list(d, "requests"),
+        match_attribute=f.opt_string(d, "matchAttribute"),
+        distinct_attribute=f.opt_string(d, "distinctAttribute"),
+    )
+
+
+def _claim_config(d: Mapping[str, Any]) -> DeviceClaimConfiguration:
+    return DeviceClaimConfiguration(requests=f.string_list(d, "requests"), opaque=parse_opaque(d))
+
+
+def _alloc_config(d: Mapping[str, Any]) -> DeviceAllocationConfiguration:
+    return DeviceAllocationConfiguration(
+        source=f.enum(d, "source", ("FromClass", "FromClaim"), default="FromClaim"),
+        requests=f.string_list(d, "requests"),
+        opaque=parse_opaque(d),
+    )
+
+
+def _result(d: Mapping[str, Any]) -> DeviceRequestAllocationResult:
+    return DeviceRequestAllocationResult(
+        request=f.string(d, "request", required=True),
+        driver=f.string(d, "driver", required=True),
+        pool=f.string(d, "pool", required=True),
+        device=f.string(d, "device", required=True),
+        admin_access=f.boolean(d, "adminAccess"),
+        tolerations=parse_tolerations(d),
+        share_id=f.opt_string(d, "shareID"),
+    )
+
+
+def _consumer(d: Mapping[str, Any]) -> ConsumerRef:
+    return ConsumerRef(
+        resource=f.string(d, "resource", required=True),
+        name=f.string(d, "name", required=True),
+        uid=f.string(d, "uid"),
+        api_group=f.string(d, "apiGroup"),
+    )
+
+
+def _allocation(d: Mapping[str, Any]) -> AllocationResult:
+    devices = f.obj(d, "devices")
+    try:
+        results = _indexed(f.lst(devices, "results"), "results", _result)
+        config = _indexed(f.lst(devices, "config"), "config", _alloc_config)
+    except FieldError as e:
+        raise e.at("devices") from None
+    return AllocationResult(
+        results=results,
+        config=config,
+        node_selector=opt_node_selector(d, "nodeSelector"),
+        allocation_timestamp=f.opt_time(d, "allocationTimestamp"),
+    )
+
+
+def parse_claim(
+    meta: ObjectMeta, spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> ResourceClaim:
+    try:
+        devices = f.obj(spec, "devices")
+        try:
+            requests = _indexed(f.lst(devices, "requests"), "requests", _request)
+            constraints = _indexed(f.lst(devices, "constraints"), "constraints", _constraint)
+            config = _indexed(f.lst(devices, "config"), "config", _claim_config)
+        except FieldError as e:
+            raise e.at("devices") from None
+    except FieldError as e:
+        raise e.at("spec") from None
+    try:
+        alloc_raw = f.opt_obj(status, "allocation")
+        try:
+            allocation = _allocation(alloc_raw) if alloc_raw is not None else None
+        except FieldError as e:
+            raise e.at("allocation") from None
+        reserved = _indexed(f.lst(status, "reservedFor"), "reservedFor", _consumer)
+    except FieldError as e:
+        raise e.at("status") from None
+    return ResourceClaim(
+        meta=meta,
+        requests=requests,
+        constraints=constraints,
+        config=config,
+        allocation=allocation,
+        reserved_for=reserved,
+    )

@@ -1,0 +1,439 @@
+"""Devices as drivers publish them: ResourceSlice, Device, taints, tolerations, placement.
+
+Attribute and capacity maps are keyed by the fully qualified name so that `model` and
+`gpu.example.com/model` published by driver `gpu.example.com` are one key everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
+
+from operators.model import fields as f
+from operators.model.errors import FieldError
+from operators.model.meta import ObjectMeta
+from operators.model.quantity import parse_quantity
+from operators.model.selectors import NodeSelector, opt_node_selector
+from operators.model.values import ATTRIBUTE_KINDS, Attribute, qualify
+
+TaintEffect = Literal["None", "NoSchedule", "NoExecute"]
+KNOWN_TAINT_EFFECTS: tuple[str, ...] = ("None", "NoSchedule", "NoExecute")
+TOLERATION_OPERATORS: tuple[str, ...] = ("Exists", "Equal")
+
+# Capacity values repeat a lot across devices ("80Gi"); remember the valid spellings so
+# a full build does not re-parse the same quantity thousands of times.
+_VALID_QUANTITIES: set[str] = set()
+_VALID_QUANTITIES_MAX = 4096
+
+
+def _check_quantity(s: str) -> None:
+    if s in _VALID_QUANTITIES:
+        return
+    parse_quantity(s)  # raises ValueError
+    if len(_VALID_QUANTITIES) < _VALID_QUANTITIES_MAX:
+        _VALID_QUANTITIES.add(s)
+
+
+class DeviceID(NamedTuple):
+    """Globally unique device name; sorts by driver, then pool, then device."""
+
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+class PoolID(NamedTuple):
+    driver: str
+    pool: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """A taint on a device. `effect` keeps unknown strings: newer clusters add effects.
+
+    `source` says who put it there (`ResourceSlice/<name>`, `DeviceTaintRule/<name>`);
+    it is not part of the API object and is ignored when comparing taints for identity
+    only through `key`/`effect` by callers that need that.
+    """
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+    time_added: datetime | None = None
+    source: str = ""
+
+    @property
+    def known_effect(self) -> TaintEffect:
+        """The effect as draco acts on it: unknown effects behave like `None`."""
+        e = self.effect
+        return e if e in KNOWN_TAINT_EFFECTS else "None"  # type: ignore[return-value]
+
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "effect": self.effect}
+        if self.value:
+            out["value"] = self.value
+        if self.time_added is not None:
+            out["timeAdded"] = self.time_added.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        """Upstream matching: empty effect matches all effects, empty key (Exists) all keys."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"operator": self.operator}
+        if self.key:
+            out["key"] = self.key
+        if self.value:
+            out["value"] = self.value
+        if self.effect:
+            out["effect"] = self.effect
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlacement:
+    """Where a device is reachable. Nothing set means no node (unknown future mode)."""
+
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
+
+    def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        if self.node_name:
+            return self.node_name == node_name
+        if self.all_nodes:
+            return True
+        if self.node_selector is not None:
+            return self.node_selector.matches(node_name, labels)
+        return False
+
+
+NO_PLACEMENT = NodePlacement()
+ALL_NODES = NodePlacement(all_nodes=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    id: DeviceID
+    attributes: Mapping[str, Attribute] = field(default_factory=lambda: f.EMPTY_MAP)
+    capacity: Mapping[str, str] = field(default_factory=lambda: f.EMPTY_MAP)
+    taints: tuple[DeviceTaint, ...] = ()
+    placement: NodePlacement = NO_PLACEMENT
+    allow_multiple_allocations: bool = False
+    slice_name: str = ""
+
+    def __hash__(self) -> int:  # the maps are unhashable; equal devices share an id
+        return hash(self.id)
+
+    @property
+    def name(self) -> str:
+        return self.id.device
+
+    @property
+    def driver(self) -> str:
+        return self.id.driver
+
+    @property
+    def pool(self) -> str:
+        return self.id.pool
+
+    @property
+    def node_name(self) -> str | None:
+        return self.placement.node_name
+
+    @property
+    def node_selector(self) -> NodeSelector | None:
+        return self.placement.node_selector
+
+    @property
+    def all_nodes(self) -> bool:
+        return self.placement.all_nodes
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRef:
+    name: str
+    generation: int
+    resource_slice_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSlice:
+    kind = "ResourceSlice"  # class attribute, not a field (no annotation)
+
+    meta: ObjectMeta
+    driver: str
+    pool: PoolRef
+    devices: tuple[Device, ...] = ()
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
+    per_device_node_selection: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def pool_id(self) -> PoolID:
+        return PoolID(self.driver, self.pool.name)
+
+
+# --- parsing -------------------------------------------------------------------------
+
+
+def parse_attribute(value: object) -> Attribute:
+    if not isinstance(value, Mapping):
+        raise FieldError(f"expected an object, got {f.type_name(value)}")
+    set_kinds = [k for k in value if value[k] is not None]
+    if len(set_kinds) != 1:
+        raise FieldError(
+            f"exactly one of {', '.join(ATTRIBUTE_KINDS)} must be set, got {sorted(set_kinds) or 'none'}"
+        )
+    kind = set_kinds[0]
+    v = value[kind]
+    if kind == "string" or kind == "version":
+        if not isinstance(v, str):
+            raise FieldError(f"expected a string, got {f.type_name(v)}", kind)
+    elif kind == "int":
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise FieldError(f"expected an integer, got {f.type_name(v)}", kind)
+    elif kind == "bool":
+        if not isinstance(v, bool):
+            raise FieldError(f"expected a boolean, got {f.type_name(v)}", kind)
+    else:
+        raise FieldError(
+            f"unknown attribute type {kind!r}; expected one of {', '.join(ATTRIBUTE_KINDS)}"
+        )
+    return Attribute(kind, v)
+
+
+def parse_capacity_value(value: object) -> str:
+    if not isinstance(value, Mapping):
+        raise FieldError(f"expected an object, got {f.type_name(value)}")
+    v = value.get("value")
+    if v is None:
+        raise FieldError("required field is missing", "value")
+    if isinstance(v, bool) or not isinstance(v, str | int | float):
+        raise FieldError(f"expected a quantity string, got {f.type_name(v)}", "value")
+    s = v if isinstance(v, str) else str(v)
+    try:
+        _check_quantity(s)
+    except (ValueError, TypeError) as e:
+        raise FieldError(f"invalid quantity {s!r}: {e}", "value") from None
+    return s
+
+
+def _attributes(d: Mapping[str, Any], driver: str) -> Mapping[str, Attribute]:
+    raw = f.obj(d, "attributes")
+    if not raw:
+        return f.EMPTY_MAP
+    out: dict[str, Attribute] = {}
+    for name, value in raw.items():
+        try:
+            if not isinstance(name, str) or not name:
+                raise FieldError("attribute names must be non-empty strings")
+            q = qualify(name, driver)
+            if q in out:
+                raise FieldError(
+                    f"duplicate of attribute {q!r} (unqualified names belong to the driver)"
+                )
+            out[q] = parse_attribute(value)
+        except FieldError as e:
+            raise e.at(str(name)).at("attributes") from None
+    return MappingProxyType(out)
+
+
+def _capacity(d: Mapping[str, Any], driver: str) -> Mapping[str, str]:
+    raw = f.obj(d, "capacity")
+    if not raw:
+        return f.EMPTY_MAP
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        try:
+            if not isinstance(name, str) or not name:
+                raise FieldError("capacity names must be non-empty strings")
+            q = qualify(name, driver)
+            if q in out:
+                raise FieldError(
+                    f"duplicate of capacity {q!r} (unqualified names belong to the driver)"
+                )
+            out[q] = parse_capacity_value(value)
+        except FieldError as e:
+            raise e.at(str(name)).at("capacity") from None
+    return MappingProxyType(out)
+
+
+def parse_taint(d: object, source: str = "") -> DeviceTaint:
+    if not isinstance(d, Mapping):
+        raise FieldError(f"expected an object, got {f.type_name(d)}")
+    effect = f.string(d, "effect", required=True)
+    return DeviceTaint(
+        key=f.string(d, "key", required=True),
+        value=f.string(d, "value"),
+        effect=effect,
+        time_added=f.opt_time(d, "timeAdded"),
+        source=source,
+    )
+
+
+def parse_taints(d: Mapping[str, Any], key: str, source: str) -> tuple[DeviceTaint, ...]:
+    items = f.lst(d, key)
+    if not items:
+        return ()
+    out = []
+    for i, t in enumerate(items):
+        try:
+            out.append(parse_taint(t, source))
+        except FieldError as e:
+            raise e.at(f"[{i}]").at(key) from None
+    return tuple(out)
+
+
+def parse_toleration(d: object) -> DeviceToleration:
+    if not isinstance(d, Mapping):
+        raise FieldError(f"expected an object, got {f.type_name(d)}")
+    tol = DeviceToleration(
+        key=f.string(d, "key"),
+        operator=f.enum(d, "operator", TOLERATION_OPERATORS, default="Equal"),
+        value=f.string(d, "value"),
+        effect=f.string(d, "effect"),
+        toleration_seconds=f.opt_integer(d, "tolerationSeconds"),
+    )
+    if tol.operator == "Exists" and tol.value:
+        raise FieldError("must be empty when operator is Exists", "value")
+    if not tol.key and tol.operator != "Exists":
+        raise FieldError("an empty key requires operator Exists", "operator")
+    return tol
+
+
+def parse_tolerations(
+    d: Mapping[str, Any], key: str = "tolerations"
+) -> tuple[DeviceToleration, ...]:
+    items = f.lst(d, key)
+    if not items:
+        return ()
+    out = []
+    for i, t in enumerate(items):
+        try:
+            out.append(parse_toleration(t))
+        except FieldError as e:
+            raise e.at(f"[{i}]").at(key) from None
+    return tuple(out)
+
+
+def _placement(d: Mapping[str, Any], allow_per_device: bool) -> tuple[NodePlacement, bool]:
+    """Slice- or device-level placement; exactly one of the fields may be set."""
+    node_name = f.opt_string(d, "nodeName") or None
+    node_selector = opt_node_selector(d, "nodeSelector")
+    all_nodes = f.boolean(d, "allNodes")
+    per_device = f.boolean(d, "perDeviceNodeSelection") if allow_per_device else False
+    set_fields = [
+        n
+        for n, on in (
+            ("nodeName", node_name is not None),
+            ("nodeSelector", node_selector is not None),
+            ("allNodes", all_nodes),
+            ("perDeviceNodeSelection", per_device),
+        )
+        if on
+    ]
+    if len(set_fields) > 1:
+        raise FieldError(f"only one of {', '.join(set_fields)} may be set", set_fields[1])
+    if all_nodes:
+        return ALL_NODES, per_device
+    if node_name is None and node_selector is None:
+        return NO_PLACEMENT, per_device
+    return NodePlacement(node_name, node_selector, False), per_device
+
+
+def parse_device(
+    d: object,
+    driver: str,
+    pool: str,
+    slice_placement: NodePlacement | None,
+    slice_name: str,
+    taint_source: str,
+) -> Device:
+    """`slice_placement` None means perDeviceNodeSelection: read placement from the device."""
+    if not isinstance(d, Mapping):
+        raise FieldError(f"expected an object, got {f.type_name(d)}")
+    name = f.string(d, "name", required=True)
+    if slice_placement is None:
+        placement, _ = _placement(d, allow_per_device=False)
+    else:
+        placement = slice_placement
+    return Device(
+        id=DeviceID(driver, pool, name),
+        attributes=_attributes(d, driver),
+        capacity=_capacity(d, driver),
+        taints=parse_taints(d, "taints", taint_source) if "taints" in d else (),
+        placement=placement,
+        allow_multiple_allocations=f.boolean(d, "allowMultipleAllocations"),
+        slice_name=slice_name,
+    )
+
+
+def parse_slice_spec(meta: ObjectMeta, spec: Mapping[str, Any]) -> ResourceSlice:
+    driver = f.string(spec, "driver", required=True)
+    try:
+        p = f.obj(spec, "pool", required=True)
+        pool = PoolRef(
+            name=f.string(p, "name", required=True),
+            generation=f.integer(p, "generation", required=True),
+            resource_slice_count=f.integer(p, "resourceSliceCount", required=True),
+        )
+        if pool.resource_slice_count <= 0:
+            raise FieldError("must be greater than zero", "resourceSliceCount")
+        if pool.generation < 0:
+            raise FieldError("must not be negative", "generation")
+    except FieldError as e:
+        if e.segments[-1] != "pool":
+            e.at("pool")
+        raise
+    placement, per_device = _placement(spec, allow_per_device=True)
+    source = f"ResourceSlice/{meta.name}"
+    devices = []
+    dev_placement = None if per_device else placement
+    for i, d in enumerate(f.lst(spec, "devices")):
+        try:
+            devices.append(parse_device(d, driver, pool.name, dev_placement, meta.name, source))
+        except FieldError as e:
+            raise e.at(f"[{i}]").at("devices") from None
+    return ResourceSlice(
+        meta=meta,
+        driver=driver,
+        pool=pool,
+        devices=tuple(devices),
+        node_name=placement.node_name,
+        node_selector=placement.node_selector,
+        all_nodes=placement.all_nodes,
+        per_device_node_selection=per_device,
+    )

@@ -1,0 +1,225 @@
+"""The parts of a Pod draco reads: its claims, placement directives, gates and phase."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from operators.model import fields as f
+from operators.model.errors import FieldError
+from operators.model.meta import NamespacedName, ObjectMeta
+from operators.model.selectors import NodeSelector, parse_node_selector
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """spec.resourceClaims[]: exactly one source is set."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceClaimStatus:
+    """status.resourceClaimStatuses[]: the claim generated for a template reference.
+
+    `resource_claim_name` None means no claim was needed (the template produced none).
+    """
+
+    name: str
+    resource_claim_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerExtendedResourceRequest:
+    container_name: str
+    resource_name: str
+    request_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodExtendedResourceClaimStatus:
+    resource_claim_name: str
+    request_mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    kind = "Pod"
+
+    meta: ObjectMeta
+    node_name: str = ""
+    scheduling_gates: tuple[str, ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=lambda: f.EMPTY_MAP)
+    affinity: Any = None  # frozen spec.affinity (fields.thaw gives the API form back)
+    required_node_affinity: NodeSelector | None = None
+    phase: str = ""
+    resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
+    extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def namespace(self) -> str:
+        return self.meta.namespace
+
+    @property
+    def key(self) -> NamespacedName:
+        return NamespacedName(self.meta.namespace, self.meta.name)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def has_gate(self, gate: str) -> bool:
+        return gate in self.scheduling_gates
+
+    def claim_name(self, pod_claim: PodResourceClaim) -> str | None:
+        """The claim a spec.resourceClaims entry resolves to, None if not (yet) known."""
+        if pod_claim.resource_claim_name:
+            return pod_claim.resource_claim_name
+        for st in self.resource_claim_statuses:
+            if st.name == pod_claim.name:
+                return st.resource_claim_name
+        return None
+
+    def claim_names(self) -> tuple[str, ...]:
+        """Names (in the pod's namespace) of every claim the pod uses, in spec order,
+        then the extended-resource claim."""
+        out: dict[str, None] = {}
+        for pc in self.resource_claims:
+            n = self.claim_name(pc)
+            if n:
+                out[n] = None
+        if self.extended_resource_claim_status is not None:
+            out[self.extended_resource_claim_status.resource_claim_name] = None
+        return tuple(out)
+
+    def claim_keys(self) -> tuple[NamespacedName, ...]:
+        ns = self.meta.namespace
+        return tuple(NamespacedName(ns, n) for n in self.claim_names())
+
+
+def _pod_claim(d: Mapping[str, Any]) -> PodResourceClaim:
+    pc = PodResourceClaim(
+        name=f.string(d, "name", required=True),
+        resource_claim_name=f.opt_string(d, "resourceClaimName") or None,
+        resource_claim_template_name=f.opt_string(d, "resourceClaimTemplateName") or None,
+    )
+    if pc.resource_claim_name and pc.resource_claim_template_name:
+        raise FieldError(
+            "resourceClaimName and resourceClaimTemplateName are mutually exclusive",
+            "resourceClaimTemplateName",
+        )
+    if not pc.resource_claim_name and not pc.resource_claim_template_name:
+        raise FieldError(
+            "one of resourceClaimName or resourceClaimTemplateName is required", "resourceClaimName"
+        )
+    return pc
+
+
+def _claim_status(d: Mapping[str, Any]) -> PodResourceClaimStatus:
+    return PodResourceClaimStatus(
+        name=f.string(d, "name", required=True),
+        resource_claim_name=f.opt_string(d, "resourceClaimName") or None,
+    )
+
+
+def _mapping(d: Mapping[str, Any]) -> ContainerExtendedResourceRequest:
+    return ContainerExtendedResourceRequest(
+        container_name=f.string(d, "containerName", required=True),
+        resource_name=f.string(d, "resourceName", required=True),
+        request_name=f.string(d, "requestName", required=True),
+    )
+
+
+def _each(items: Any, key: str, fn: Any) -> tuple[Any, ...]:
+    out = []
+    for i, item in enumerate(items):
+        try:
+            if not isinstance(item, Mapping):
+                raise FieldError(f"expected an object, got {f.type_name(item)}")
+            out.append(fn(item))
+        except FieldError as e:
+            raise e.at(f"[{i}]").at(key) from None
+    return tuple(out)
+
+
+def _gate_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    out = []
+    for i, g in enumerate(f.lst(spec, "schedulingGates")):
+        try:
+            if not isinstance(g, Mapping):
+                raise FieldError(f"expected an object, got {f.type_name(g)}")
+            out.append(f.string(g, "name", required=True))
+        except FieldError as e:
+            raise e.at(f"[{i}]").at("schedulingGates") from None
+    return tuple(out)
+
+
+def _required_affinity(affinity: Mapping[str, Any] | None) -> NodeSelector | None:
+    if affinity is None:
+        return None
+    try:
+        na = f.opt_obj(affinity, "nodeAffinity")
+        if na is None:
+            return None
+        req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if req is None:
+            return None
+        try:
+            return parse_node_selector(req)
+        except FieldError as e:
+            raise e.at("requiredDuringSchedulingIgnoredDuringExecution").at(
+                "nodeAffinity"
+            ) from None
+    except FieldError as e:
+        raise e.at("affinity") from None
+
+
+def parse_pod(meta: ObjectMeta, spec: Mapping[str, Any], status: Mapping[str, Any]) -> Pod:
+    try:
+        affinity = f.opt_obj(spec, "affinity")
+        pod_claims = _each(f.lst(spec, "resourceClaims"), "resourceClaims", _pod_claim)
+        gates = _gate_names(spec)
+        node_name = f.string(spec, "nodeName")
+        node_selector = f.string_map(spec, "nodeSelector")
+        required = _required_affinity(affinity)
+    except FieldError as e:
+        raise e.at("spec") from None
+    try:
+        statuses = _each(
+            f.lst(status, "resourceClaimStatuses"), "resourceClaimStatuses", _claim_status
+        )
+        ext_raw = f.opt_obj(status, "extendedResourceClaimStatus")
+        ext = None
+        if ext_raw is not None:
+            try:
+                ext = PodExtendedResourceClaimStatus(
+                    resource_claim_name=f.string(ext_raw, "resourceClaimName", required=True),
+                    request_mappings=_each(
+                        f.lst(ext_raw, "requestMappings"), "requestMappings", _mapping
+                    ),
+                )
+            except FieldError as e:
+                raise e.at("extendedResourceClaimStatus") from None
+        phase = f.string(status, "phase")
+    except FieldError as e:
+        raise e.at("status") from None
+    return Pod(
+        meta=meta,
+        node_name=node_name,
+        scheduling_gates=gates,
+        resource_claims=pod_claims,
+        node_selector=node_selector,
+        affinity=f.freeze(affinity) if affinity is not None else None,
+        required_node_affinity=required,
+        phase=phase,
+        resource_claim_statuses=statuses,
+        extended_resource_claim_status=ext,
+    )
