@@ -28,7 +28,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     cells = [list(headers)] + [
         [
             str(r["scenario"]),
-            f"{r['draco_s'] * 1000:.1f} ms",
+            "-" if r.get("draco_s") is None else f"{r['draco_s'] * 1000:.1f} ms",
             "-" if r.get("baseline_s") is None else f"{r['baseline_s'] * 1000:.1f} ms",
             "-" if r.get("ratio") is None else f"{r['ratio']:.1f}x",
             str(r.get("note", "")),

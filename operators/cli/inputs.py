@@ -124,17 +124,23 @@ def load_cluster_objects(kinds: Iterable[str]) -> tuple[list[dict[str, Any]], li
     for kind in kinds:
         prefix, plural = CLUSTER_SOURCES[kind]
         try:
-            resp = api.call_api(
-                f"{prefix}/{plural}", "GET", response_type="object", _return_http_data_only=True,
-                _preload_content=True, auth_settings=["BearerToken"],
+            method, url, headers, _, _ = api.param_serialize(
+                "GET", f"{prefix}/{plural}", header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
             )
+            resp = api.call_api(method, url, header_params=headers)
+            resp.read()
         except ApiException as exc:
             warnings.append(f"cannot list {plural}: {exc.status} {exc.reason}")
             continue
         except Exception as exc:  # noqa: BLE001 - connection errors must name the cluster problem
             raise InputError(f"cannot reach the cluster: {exc}") from exc
+        if resp.status >= 400:
+            warnings.append(f"cannot list {plural}: HTTP {resp.status}")
+            continue
+        listing = json.loads(resp.data or b"{}")
         api_version = prefix.removeprefix("/apis/").removeprefix("/api/")
-        for item in (resp or {}).get("items", []):
+        for item in listing.get("items") or []:
             item.setdefault("kind", kind)
             item.setdefault("apiVersion", api_version)
             objects.append(item)
