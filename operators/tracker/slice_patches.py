@@ -18,6 +18,10 @@ Merging rules (pinned by tests/patches/merge_cases.yaml):
   makes the patch match nothing. Errors in the DeviceClass's own selectors only make
   the class not match: they are the class's problem, not the patch's.
 
+Queries (for `draco devices`, the allocator and the reporter):
+`patched(device_id) -> PatchedDevice | None`, `error_records() -> [{"object", "message"}]`,
+`report(name) -> PatchReport | None`, `reports()`, `patch_names()`, `matched(name)`.
+
 Re-evaluation is incremental: a slice change re-checks its devices against every patch,
 a patch change only that patch's candidates (narrowed by driver and pool first), a
 DeviceClass change only the patches naming it. CEL results come from the CEL layer's
@@ -65,6 +69,7 @@ from operators.tracker.overlay import (
 KIND = "ResourceSlicePatch"
 MAX_ENTRIES = 32  # attributes and capacities combined, as for a device in a slice
 MAX_EXAMPLES = 3
+MAX_FAILURE_MESSAGES = 3  # distinct (expression, error) pairs spelled out
 
 _DOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -175,49 +180,53 @@ def parse_patch_filter(d: Mapping[str, Any] | None) -> PatchFilter:
     )
 
 
-def parse_resource_slice_patch(d: Mapping[str, Any]) -> ResourceSlicePatch:
-    """Raises FieldError / ModelError naming the bad field (via `parse_object`)."""
-    meta = parse_meta(d, namespaced=False)
+def _parse_devices(devices: Mapping[str, Any]) -> tuple[PatchFilter, int, dict[str, Attribute | None], dict[str, str]]:
+    raw_filter = f.opt_obj(devices, "filter")  # names "filter" itself if not an object
     try:
-        spec = f.obj(d, "spec", required=True)
+        flt = parse_patch_filter(raw_filter)
+    except FieldError as e:
+        raise e.at("filter") from None
+    priority = f.opt_integer(devices, "priority")
+    attributes: dict[str, Attribute | None] = {}
+    for name, value in f.obj(devices, "attributes").items():
         try:
-            devices = f.obj(spec, "devices", required=True)
-            try:
-                flt = parse_patch_filter(f.opt_obj(devices, "filter"))
-            except FieldError as e:
-                raise e.at("filter") from None
-            priority = f.opt_integer(devices, "priority")
-            attributes: dict[str, Attribute | None] = {}
-            for name, value in f.obj(devices, "attributes").items():
-                try:
-                    attributes[_check_qualified(name, "attribute")] = _nullable_attribute(value)
-                except FieldError as e:
-                    raise e.at(str(name)).at("attributes") from None
-            capacity: dict[str, str] = {}
-            for name, value in f.obj(devices, "capacity").items():
-                try:
-                    _check_qualified(name, "capacity")
-                    if isinstance(value, Mapping) and value.get("null") is not None:
-                        raise FieldError("capacity cannot be removed; set it to 0 instead")
-                    capacity[name] = parse_capacity_value(value)
-                except FieldError as e:
-                    raise e.at(str(name)).at("capacity") from None
-            if len(attributes) + len(capacity) > MAX_ENTRIES:
-                raise FieldError(
-                    f"at most {MAX_ENTRIES} attributes and capacities combined, got "
-                    f"{len(attributes) + len(capacity)}",
-                    "attributes",
-                )
+            attributes[_check_qualified(name, "attribute")] = _nullable_attribute(value)
+        except FieldError as e:
+            raise e.at(str(name)).at("attributes") from None
+    capacity: dict[str, str] = {}
+    for name, value in f.obj(devices, "capacity").items():
+        try:
+            _check_qualified(name, "capacity")
+            if isinstance(value, Mapping) and value.get("null") is not None:
+                raise FieldError("capacity cannot be removed; set it to 0 instead")
+            capacity[name] = parse_capacity_value(value)
+        except FieldError as e:
+            raise e.at(str(name)).at("capacity") from None
+    if len(attributes) + len(capacity) > MAX_ENTRIES:
+        raise FieldError(
+            f"at most {MAX_ENTRIES} attributes and capacities combined, got "
+            f"{len(attributes) + len(capacity)}",
+            "attributes",
+        )
+    return flt, priority or 0, attributes, capacity
+
+
+def parse_resource_slice_patch(d: Mapping[str, Any]) -> ResourceSlicePatch:
+    """Raises FieldError naming the bad field (`parse_object` turns it into ModelError)."""
+    meta = parse_meta(d, namespaced=False)
+    spec = f.obj(d, "spec", required=True)
+    try:
+        devices = f.obj(spec, "devices", required=True)
+        try:
+            flt, priority, attributes, capacity = _parse_devices(devices)
         except FieldError as e:
             raise e.at("devices") from None
     except FieldError as e:
-        if e.segments and e.segments[-1] == "spec":
-            raise
         raise e.at("spec") from None
     return ResourceSlicePatch(
         meta=meta,
         filter=flt,
-        priority=priority or 0,
+        priority=priority,
         attributes=MappingProxyType(attributes) if attributes else _EMPTY,
         capacity=MappingProxyType(capacity) if capacity else _EMPTY,
     )
@@ -266,9 +275,10 @@ class PatchReport:
 class PatchedDevice:
     """The patches' verdict for one device, before it is merged into the view.
 
-    `attributes`: winning value per name (None = removed); `capacity`: winning value;
-    `decided_by`: name -> patch for both maps ("attribute:" / "capacity:" prefixes are
-    not needed because both are qualified names in separate maps).
+    `attributes` / `capacity`: winning value per qualified name (None = removed);
+    `attribute_patches` / `capacity_patches`: the patch that decided each name;
+    `patched_by`: those patches, sorted; `matching`: every patch whose filter matches
+    the device, winners first (a patch can match and still decide nothing).
     """
 
     attributes: Mapping[str, Attribute | None]
@@ -296,6 +306,22 @@ class _Compiled:
     compile_errors: tuple[tuple[str, str], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    """Winners for one set of patches. `contribution` is None when a winner is a removal
+    (whether it changes anything depends on the device's published attributes)."""
+
+    order: tuple[str, ...]
+    attributes: Mapping[str, Attribute | None]
+    attribute_patches: Mapping[str, str]
+    capacity: Mapping[str, str]
+    capacity_patches: Mapping[str, str]
+    contribution: DeviceContribution | None
+
+
+_RESOLVED_MAX = 4096
+
+
 class SlicePatchOverlay(OverlayBase):
     """Register with `tracker.register_overlay(SlicePatchOverlay())`.
 
@@ -317,6 +343,7 @@ class SlicePatchOverlay(OverlayBase):
         self._by_device: dict[DeviceID, set[str]] = {}
         self._class_users: dict[str, set[str]] = {}
         self._class_selectors: dict[str, tuple[CompiledSelector, ...]] = {}
+        self._resolved: dict[frozenset[str], _Resolved] = {}
 
     # -- overlay protocol -------------------------------------------------------------
 
@@ -356,6 +383,12 @@ class SlicePatchOverlay(OverlayBase):
         return touched
 
     def contribution(self, device: DeviceID) -> DeviceContribution | None:
+        names = self._by_device.get(device)
+        if not names:
+            return None
+        resolved = self._resolve(frozenset(names))
+        if resolved.contribution is not None:  # shared by every device with these patches
+            return resolved.contribution if not resolved.contribution.empty else None
         verdict = self.patched(device)
         if verdict is None:
             return None
@@ -390,7 +423,7 @@ class SlicePatchOverlay(OverlayBase):
         names = self._by_device.get(device)
         if not names:
             return ()
-        return tuple(sorted(names, key=lambda n: self._patches[n].patch.precedence))
+        return self._resolve(frozenset(names)).order
 
     def patched(self, device: DeviceID) -> PatchedDevice | None:
         """Winning value per attribute/capacity name and who decided it (None: untouched).
@@ -398,11 +431,34 @@ class SlicePatchOverlay(OverlayBase):
         A removal of an attribute the driver does not publish changes nothing and is
         left out, so it does not put the patch into `patched_by`.
         """
-        order = self.matching_patches(device)
-        if not order:
+        names = self._by_device.get(device)
+        if not names:
             return None
-        published = self.tracker.published_device(device) if self.tracker else None
-        present = published.attributes if published is not None else _EMPTY
+        r = self._resolve(frozenset(names))
+        attrs, attr_by = r.attributes, r.attribute_patches
+        if r.contribution is None:  # some winner is a removal: keep only real ones
+            published = self.tracker.published_device(device) if self.tracker else None
+            present = published.attributes if published is not None else _EMPTY
+            gone = [q for q, v in attrs.items() if v is None and q not in present]
+            if gone:
+                attrs = MappingProxyType({q: v for q, v in attrs.items() if q not in gone})
+                attr_by = MappingProxyType({q: n for q, n in attr_by.items() if q not in gone})
+        return PatchedDevice(
+            attributes=attrs,
+            capacity=r.capacity,
+            attribute_patches=attr_by,
+            capacity_patches=r.capacity_patches,
+            patched_by=tuple(sorted(set(attr_by.values()) | set(r.capacity_patches.values()))),
+            matching=r.order,
+        )
+
+    def _resolve(self, names: frozenset[str]) -> _Resolved:
+        """Per-name winners for one set of matching patches, memoized: devices of one
+        model usually share their set, so 10,000 devices need a few dozen merges."""
+        cached = self._resolved.get(names)
+        if cached is not None:
+            return cached
+        order = tuple(sorted(names, key=lambda n: self._patches[n].patch.precedence))
         attrs: dict[str, Attribute | None] = {}
         attr_by: dict[str, str] = {}
         caps: dict[str, str] = {}
@@ -417,16 +473,22 @@ class SlicePatchOverlay(OverlayBase):
                 if q not in cap_by:
                     cap_by[q] = name
                     caps[q] = cap
-        for q in [q for q, v in attrs.items() if v is None and q not in present]:
-            del attrs[q], attr_by[q]
-        return PatchedDevice(
-            attributes=MappingProxyType(attrs),
-            capacity=MappingProxyType(caps),
-            attribute_patches=MappingProxyType(attr_by),
-            capacity_patches=MappingProxyType(cap_by),
-            patched_by=tuple(sorted(set(attr_by.values()) | set(cap_by.values()))),
-            matching=order,
-        )
+        contribution = None
+        if all(v is not None for v in attrs.values()):
+            contribution = DeviceContribution(
+                attributes=MappingProxyType(
+                    {q: AttributeOverride(v, attr_by[q]) for q, v in attrs.items()}
+                ) if attrs else _EMPTY,
+                capacity=MappingProxyType(
+                    {q: CapacityOverride(v, cap_by[q]) for q, v in caps.items()}
+                ) if caps else _EMPTY,
+            )
+        if len(self._resolved) >= _RESOLVED_MAX:
+            self._resolved.clear()
+        r = _Resolved(order, MappingProxyType(attrs), MappingProxyType(attr_by),
+                      MappingProxyType(caps), MappingProxyType(cap_by), contribution)
+        self._resolved[names] = r
+        return r
 
     def report(self, name: str) -> PatchReport | None:
         generation = self._generations.get(name, 0)
@@ -462,10 +524,16 @@ class SlicePatchOverlay(OverlayBase):
                 out.append(r)
         return out
 
-    def errors(self) -> list[dict[str, str]]:
-        """Records for `draco devices`' errors list, one per problem of each patch."""
+    def error_records(self) -> list[dict[str, str]]:
+        """Records for `draco devices`' errors list, one per problem of each patch.
+
+        Patches that do not parse are left out: the tracker already reports those
+        (`Tracker.errors`), with the same field path.
+        """
         out: list[dict[str, str]] = []
         for r in self.reports():
+            if r.invalid is not None:
+                continue
             for message in problem_messages(r):
                 out.append({"object": f"{KIND}/{r.name}", "message": message})
         return out
@@ -484,6 +552,7 @@ class SlicePatchOverlay(OverlayBase):
 
     def _put(self, patch: ResourceSlicePatch) -> set[DeviceID]:
         name = patch.meta.name
+        self._resolved.clear()
         self._generations[name] = patch.meta.generation
         self._invalid.pop(name, None)
         old = self._patches.get(name)
@@ -510,6 +579,7 @@ class SlicePatchOverlay(OverlayBase):
         cp = self._patches.pop(name, None)
         if cp is None:
             return set()
+        self._resolved.clear()
         self._unuse_class(name, cp.patch.filter.device_class_name)
         matched = self._matched.pop(name, set())
         self._failures.pop(name, None)
@@ -547,7 +617,7 @@ class SlicePatchOverlay(OverlayBase):
         tracker = self.tracker
         if tracker is None:
             return
-        if flt.driver is not None:
+        if flt.driver is not None and (flt.pool is not None or flt.device is not None):
             pools = tracker.driver_pools(flt.driver)
             if flt.pool is not None:
                 pools = [p for p in pools if p.pool == flt.pool]
@@ -561,9 +631,13 @@ class SlicePatchOverlay(OverlayBase):
                     if dev is not None:
                         yield dev
             return
+        driver, pool, device = flt.driver, flt.pool, flt.device
         for dev in tracker.published_devices():
-            if (flt.pool is None or dev.id.pool == flt.pool) and (
-                flt.device is None or dev.id.device == flt.device
+            did = dev.id
+            if (
+                (driver is None or did.driver == driver)
+                and (pool is None or did.pool == pool)
+                and (device is None or did.device == device)
             ):
                 yield dev
 
@@ -578,8 +652,20 @@ class SlicePatchOverlay(OverlayBase):
         self._class_selectors[class_name] = compiled
         return compiled
 
+    def _selectors_for(self, cp: _Compiled) -> tuple[tuple[CompiledSelector, ...], ...] | None:
+        """(class selectors, patch selectors), or None when nothing can match."""
+        if cp.compile_errors:
+            return None
+        class_name = cp.patch.filter.device_class_name
+        if class_name is None:
+            return (), cp.selectors
+        class_selectors = self._class_selectors_of(class_name)
+        if class_selectors is None:
+            return None
+        return class_selectors, cp.selectors
+
     def _check(self, cp: _Compiled, dev: Device) -> tuple[bool, tuple[str, str] | None]:
-        """(matches, failure). Name criteria are checked here too for device events."""
+        """(matches, failure) for one device, name criteria included (device events)."""
         self.stats.filter_checks += 1
         flt = cp.patch.filter
         did = dev.id
@@ -587,24 +673,12 @@ class SlicePatchOverlay(OverlayBase):
             (flt.driver is not None and did.driver != flt.driver)
             or (flt.pool is not None and did.pool != flt.pool)
             or (flt.device is not None and did.device != flt.device)
-            or cp.compile_errors
         ):
             return False, None
-        cache = self.use_cel_cache
-        if flt.device_class_name is not None:
-            class_selectors = self._class_selectors_of(flt.device_class_name)
-            if class_selectors is None:
-                return False, None
-            for sel in class_selectors:
-                if not sel.evaluate(dev, cache).matched:
-                    return False, None  # the class's errors are not the patch's
-        for sel in cp.selectors:
-            result = sel.evaluate(dev, cache)
-            if result.error is not None:
-                return False, (sel.expression, result.error)
-            if not result.matched:
-                return False, None
-        return True, None
+        selectors = self._selectors_for(cp)
+        if selectors is None:
+            return False, None
+        return _match(dev, selectors[0], selectors[1], self.use_cel_cache)
 
     def _evaluate_patch(self, name: str, *, only_membership_changes: bool) -> set[DeviceID]:
         """Re-run one patch over its candidates; returns devices whose verdict may differ."""
@@ -613,13 +687,19 @@ class SlicePatchOverlay(OverlayBase):
         old = self._matched.get(name, set())
         new: set[DeviceID] = set()
         failures: dict[DeviceID, tuple[str, str]] = {}
-        if not cp.compile_errors:
-            for dev in self._candidates(cp.patch.filter):
-                ok, failure = self._check(cp, dev)
+        selectors = self._selectors_for(cp)
+        if selectors is not None:
+            class_selectors, patch_selectors = selectors
+            cache = self.use_cel_cache
+            checks = 0
+            for dev in self._candidates(cp.patch.filter):  # name criteria already hold
+                checks += 1
+                ok, failure = _match(dev, class_selectors, patch_selectors, cache)
                 if ok:
                     new.add(dev.id)
                 elif failure is not None:
                     failures[dev.id] = failure
+            self.stats.filter_checks += checks
         for did in old - new:
             self._unlink(did, name)
         for did in new - old:
@@ -678,6 +758,24 @@ class SlicePatchOverlay(OverlayBase):
         return bool(names)
 
 
+def _match(
+    dev: Device,
+    class_selectors: tuple[CompiledSelector, ...],
+    selectors: tuple[CompiledSelector, ...],
+    cache: bool,
+) -> tuple[bool, tuple[str, str] | None]:
+    for sel in class_selectors:
+        if not sel.evaluate(dev, cache).matched:
+            return False, None  # the class's errors are not the patch's
+    for sel in selectors:
+        result = sel.evaluate(dev, cache)
+        if result.error is not None:
+            return False, (sel.expression, result.error)
+        if not result.matched:
+            return False, None
+    return True, None
+
+
 def _aggregate(failures: Mapping[DeviceID, tuple[str, str]]) -> tuple[SelectorFailure, ...]:
     groups: dict[tuple[str, str], list[DeviceID]] = {}
     for did, key in failures.items():
@@ -701,13 +799,18 @@ def problem_messages(report: PatchReport) -> list[str]:
         out.append(
             f"DeviceClass {report.missing_class!r} does not exist, the patch matches nothing"
         )
-    for fl in report.failures:
+    for fl in report.failures[:MAX_FAILURE_MESSAGES]:
         examples = ", ".join(str(d) for d in fl.examples)
         more = f" and {fl.count - len(fl.examples)} more" if fl.count > len(fl.examples) else ""
         noun = "device" if fl.count == 1 else "devices"
         out.append(
             f"selector `{fl.expression}` failed on {fl.count} {noun} ({examples}{more}), "
             f"which the patch therefore does not patch: {fl.error}"
+        )
+    rest = report.failures[MAX_FAILURE_MESSAGES:]
+    if rest:
+        out.append(
+            f"{len(rest)} more selector errors on {sum(r.count for r in rest)} devices"
         )
     return out
 

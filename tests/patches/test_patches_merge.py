@@ -87,7 +87,7 @@ def test_merge_table(case: dict[str, Any], order: str) -> None:
         report = overlay.report(name)
         assert report is not None and report.matched_devices == count, name
     if "errors" in case:
-        records = overlay.errors()
+        records = overlay.error_records()
         assert all(set(r) == {"object", "message"} for r in records)
         lines = [f"{r['object']} {r['message']}" for r in records]
         assert len(lines) == len(case["errors"]), lines
