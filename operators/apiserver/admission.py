@@ -14,7 +14,10 @@ from typing import Any
 
 from operators.apiserver.errors import APIError, invalid
 from operators.apiserver.patching import (
-    PatchError, apply_json_patch, apply_merge_patch, apply_strategic_merge_patch,
+    PatchError,
+    apply_json_patch,
+    apply_merge_patch,
+    apply_strategic_merge_patch,
 )
 from operators.apiserver.registry import Registry, ResourceType
 from operators.apiserver.schema import StructuralSchema
@@ -105,9 +108,9 @@ class Admission:
                 raise APIError(415, "strategic merge patch is not supported for custom resources; "
                                     "use a merge patch or JSON patch")
             return apply_strategic_merge_patch(current, patch, rt.kind, rt.api_version)
-        raise APIError(415, f"the body of the request was in an unknown format - accepted media "
-                            f"types include: application/json-patch+json, application/merge-patch+json, "
-                            f"application/strategic-merge-patch+json")
+        raise APIError(415, "the body of the request was in an unknown format - accepted media "
+                            "types include: application/json-patch+json, application/merge-patch+json, "
+                            "application/strategic-merge-patch+json")
 
     def evict(self, rt: ResourceType, namespace: str, name: str, body: dict[str, Any],
               dry_run: bool) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 REASONS = {
@@ -52,11 +53,12 @@ def conflict(group: str, plural: str, name: str, why: str) -> APIError:
     )
 
 
-def invalid(group: str, kind: str, name: str, causes: list[dict[str, Any]]) -> APIError:
+def invalid(group: str, kind: str, name: str, causes: Sequence[Mapping[str, Any]]) -> APIError:
     summary = "; ".join(
         f"{c.get('field', '')}: {c.get('message', '')}".lstrip(": ") for c in causes
     )
     label = f"{kind}.{group}" if group else kind
     return APIError(422, f'{label} "{name}" is invalid: [{summary}]' if len(causes) > 1
                     else f'{label} "{name}" is invalid: {summary}',
-                    details={"name": name, "group": group, "kind": kind, "causes": causes})
+                    details={"name": name, "group": group, "kind": kind,
+                             "causes": [dict(c) for c in causes]})

@@ -63,9 +63,9 @@ class ServerThread:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.server, app = make_app(self._crds)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=0.5)
         self.loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, shutdown_timeout=0.5)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         self.loop.run_until_complete(site.start())
         self._ready.set()
         self.loop.run_forever()

@@ -13,7 +13,12 @@ from datetime import datetime
 from typing import Any
 
 from operators.apiserver.validation.causes import (
-    Cause, invalid, not_supported, required, too_long, too_many,
+    Cause,
+    invalid,
+    not_supported,
+    required,
+    too_long,
+    too_many,
 )
 
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}

@@ -15,7 +15,9 @@ _CMP = re.compile(r"^\s*([A-Za-z0-9./_-]+)\s*(==|!=|=|>|<)\s*([A-Za-z0-9._-]*)\s
 
 
 def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for ch in text:
         if ch == "(":
             depth += 1
@@ -30,28 +32,35 @@ def _split_top(text: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-def label_selector(text: str | None) -> Predicate:
-    """`a=b,c!=d,e in (x,y),f notin (z),g,!h`; a bad selector is a 400 like upstream."""
-    if not text:
-        return lambda _obj: True
-    checks: list[Callable[[Mapping[str, str]], bool]] = []
+Requirement = tuple[str, str, frozenset[str]]  # key, operator, values
+
+
+def _holds(req: Requirement, labels: Mapping[str, str]) -> bool:
+    key, op, values = req
+    value = labels.get(key)
+    if op in ("=", "==", "in"):
+        return value in values
+    if op in ("!=", "notin"):
+        return value not in values
+    if op == "exists":
+        return key in labels
+    if op == "!":
+        return key not in labels
+    if value is None or not value.isdigit():
+        return False
+    bound = int(next(iter(values)))
+    return int(value) > bound if op == ">" else int(value) < bound
+
+
+def parse_label_selector(text: str) -> list[Requirement]:
+    reqs: list[Requirement] = []
     for part in _split_top(text):
         m = _CMP.match(part)
         if m:
             key, op, value = m.groups()
-            if op in ("=", "=="):
-                checks.append(lambda ls, k=key, v=value: ls.get(k) == v)
-            elif op == "!=":
-                checks.append(lambda ls, k=key, v=value: ls.get(k) != v)
-            else:
-                try:
-                    num = int(value)
-                except ValueError:
-                    raise APIError(400, f"unable to parse requirement: {part!r}") from None
-                if op == ">":
-                    checks.append(lambda ls, k=key, n=num: k in ls and ls[k].isdigit() and int(ls[k]) > n)
-                else:
-                    checks.append(lambda ls, k=key, n=num: k in ls and ls[k].isdigit() and int(ls[k]) < n)
+            if op in (">", "<") and not value.isdigit():
+                raise APIError(400, f"unable to parse requirement: {part!r}")
+            reqs.append((key, op, frozenset({value})))
             continue
         m = _SET.match(part)
         if not m:
@@ -60,19 +69,21 @@ def label_selector(text: str | None) -> Predicate:
         if op:
             if neg:
                 raise APIError(400, f"unable to parse requirement: {part!r}")
-            vals = {v.strip() for v in values.split(",") if v.strip()}
-            if op == "in":
-                checks.append(lambda ls, k=key, vs=vals: ls.get(k) in vs)
-            else:
-                checks.append(lambda ls, k=key, vs=vals: ls.get(k) not in vs)
-        elif neg:
-            checks.append(lambda ls, k=key: k not in ls)
+            reqs.append((key, op, frozenset(v.strip() for v in values.split(",") if v.strip())))
         else:
-            checks.append(lambda ls, k=key: k in ls)
+            reqs.append((key, "!" if neg else "exists", frozenset()))
+    return reqs
+
+
+def label_selector(text: str | None) -> Predicate:
+    """`a=b,c!=d,e in (x,y),f notin (z),g,!h`; a bad selector is a 400 like upstream."""
+    if not text:
+        return lambda _obj: True
+    reqs = parse_label_selector(text)
 
     def predicate(obj: Mapping[str, Any]) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
-        return all(c(labels) for c in checks)
+        return all(_holds(r, labels) for r in reqs)
 
     return predicate
 

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from operators.apiserver import openapi, tables
 from operators.apiserver.admission import Admission
-from operators.apiserver.errors import APIError, invalid, not_found
+from operators.apiserver.errors import APIError, not_found
 from operators.apiserver.patching import PatchError
 from operators.apiserver.registry import Registry, ResourceType, crd_types
 from operators.apiserver.selectors import field_selector, label_selector

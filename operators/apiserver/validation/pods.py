@@ -99,7 +99,7 @@ def node_affinity(aff: Any, path: str) -> list[Cause]:
 
 def scheduling_gates(gates: Any, path: str) -> list[Cause]:
     out: list[Cause] = []
-    seen: set[str] = set()
+    seen: set[Any] = set()
     for i, g in enumerate(gates or []):
         name = (g or {}).get("name")
         out += names.qualified_name(name, f"{path}[{i}].name")
@@ -167,7 +167,7 @@ def node_selector_mutation(new_sel: Any, old_sel: Any) -> list[Cause]:
     new_sel = new_sel or {}
     for key, value in (old_sel or {}).items():
         if new_sel.get(key) != value:
-            out.append(invalid(f"spec.nodeSelector", new_sel,
+            out.append(invalid("spec.nodeSelector", new_sel,
                                "only additions to spec.nodeSelector are allowed (no mutations or deletions)"))
             break
     return out

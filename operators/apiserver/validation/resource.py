@@ -6,7 +6,13 @@ from typing import Any
 
 from operators.apiserver.validation import names
 from operators.apiserver.validation.causes import (
-    Cause, forbidden, invalid, not_supported, required, too_long, too_many,
+    Cause,
+    forbidden,
+    invalid,
+    not_supported,
+    required,
+    too_long,
+    too_many,
 )
 
 MAX_REQUESTS = 32
@@ -177,9 +183,9 @@ def resource_slice(obj: dict[str, Any]) -> list[Cause]:
             if t.get("effect") not in EFFECTS:
                 out.append(not_supported(f"{tp}.effect", t.get("effect"), EFFECTS) if t.get("effect")
                            else required(f"{tp}.effect"))
-        if d.get("nodeName") or d.get("nodeSelector") or d.get("allNodes"):
-            if not spec.get("perDeviceNodeSelection"):
-                out.append(forbidden(p, "node selection per device requires `perDeviceNodeSelection`"))
+        per_device = d.get("nodeName") or d.get("nodeSelector") or d.get("allNodes")
+        if per_device and not spec.get("perDeviceNodeSelection"):
+            out.append(forbidden(p, "node selection per device requires `perDeviceNodeSelection`"))
     return out
 
 
