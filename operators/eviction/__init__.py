@@ -1,0 +1,1 @@
+"""Device-taint eviction (KEP-5055): pure decisions plus the kopf controller shell."""

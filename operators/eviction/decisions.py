@@ -1,0 +1,167 @@
+"""Which pods device taints evict, and when: pure functions over the tracker's view.
+
+Mirrors kube-controller-manager's devicetainteviction controller: an allocated claim
+gets the earliest eviction time over all NoExecute taints of its allocated devices
+(taints of a pool's newest generation plus DeviceTaintRules, which also reach devices
+whose slice is gone); every scheduled pod that uses the claim — it references the
+claim (directly, through a template's generated claim, or as its extended-resource
+claim) and the claim is reserved for it — is evicted at the earliest time over its
+claims. Terminating and finished pods are left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from operators.eviction.tolerations import eviction_time
+from operators.model import (
+    DeviceTaint,
+    DeviceToleration,
+    ModelError,
+    NamespacedName,
+    ObjectMeta,
+    Pod,
+    ResourceClaim,
+)
+from operators.tracker import Tracker
+
+RULE_PREFIX = "DeviceTaintRule/"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimEviction:
+    when: datetime
+    reasons: frozenset[str]  # taint sources: "DeviceTaintRule/<name>", "ResourceSlice/<name>"
+
+    @property
+    def rules(self) -> frozenset[str]:
+        return frozenset(r.removeprefix(RULE_PREFIX) for r in self.reasons if r.startswith(RULE_PREFIX))
+
+
+@dataclass(frozen=True, slots=True)
+class PodEviction:
+    pod: NamespacedName
+    uid: str
+    when: datetime
+    reasons: frozenset[str]
+    claims: tuple[NamespacedName, ...]
+
+    @property
+    def rules(self) -> frozenset[str]:
+        return frozenset(r.removeprefix(RULE_PREFIX) for r in self.reasons if r.startswith(RULE_PREFIX))
+
+
+@dataclass
+class EvictionPlan:
+    """Every pod that taints evict, now or later, with the claims' problems on the side."""
+
+    pods: dict[NamespacedName, PodEviction] = field(default_factory=dict)
+    claims: dict[NamespacedName, ClaimEviction] = field(default_factory=dict)
+    errors: list[ModelError] = field(default_factory=list)
+
+    def due(self, now: datetime) -> list[PodEviction]:
+        return sorted((p for p in self.pods.values() if p.when <= now), key=lambda p: p.pod)
+
+    def later(self, now: datetime) -> list[PodEviction]:
+        return sorted((p for p in self.pods.values() if p.when > now), key=lambda p: (p.when, p.pod))
+
+    def pending_for_rule(self, rule: str) -> list[PodEviction]:
+        return [p for p in self.pods.values() if rule in p.rules]
+
+
+def _taints(tracker: Tracker, claim: ResourceClaim, simulate: str | None) -> Iterable[tuple[int, DeviceTaint]]:
+    assert claim.allocation is not None
+    for index, result in enumerate(claim.allocation.results):
+        view = tracker.device(result.id)
+        if view is None:
+            continue
+        for taint in view.taints:
+            if simulate is not None and taint.source == RULE_PREFIX + simulate:
+                taint = DeviceTaint(taint.key, taint.value, "NoExecute", taint.time_added, taint.source)
+            yield index, taint
+
+
+def claim_eviction(tracker: Tracker, claim: ResourceClaim,
+                   simulate: str | None = None) -> ClaimEviction | None:
+    """The claim's eviction, None if no NoExecute taint on its devices evicts.
+
+    Raises ModelError when the claim's tolerations annotation is malformed: the caller
+    reports it and treats the claim as having no annotation tolerations.
+    """
+    if claim.allocation is None:
+        return None
+    when: datetime | None = None
+    reasons: set[str] = set()
+    tolerations_by_result: dict[int, tuple[DeviceToleration, ...]] = {}
+    for index, taint in _taints(tracker, claim, simulate):
+        if taint.effect != "NoExecute":
+            continue
+        if index not in tolerations_by_result:
+            tolerations_by_result[index] = claim.tolerations_for(claim.allocation.results[index])
+        t = eviction_time(taint, tolerations_by_result[index])
+        if t is None:
+            continue
+        reasons.add(taint.source)
+        when = t if when is None or t < when else when
+    return None if when is None else ClaimEviction(when, frozenset(reasons))
+
+
+def _safe_claim_eviction(tracker: Tracker, claim: ResourceClaim, simulate: str | None,
+                         errors: list[ModelError]) -> ClaimEviction | None:
+    try:
+        return claim_eviction(tracker, claim, simulate)
+    except ModelError as err:
+        errors.append(err)
+        stripped = ResourceClaim(meta=_without_annotation(claim), requests=claim.requests,
+                                 constraints=claim.constraints, config=claim.config,
+                                 allocation=claim.allocation, reserved_for=claim.reserved_for)
+        return claim_eviction(tracker, stripped, simulate)
+
+
+def _without_annotation(claim: ResourceClaim) -> ObjectMeta:
+    from dataclasses import replace
+
+    from operators.model.claims import TOLERATIONS_ANNOTATION
+
+    annotations = {k: v for k, v in claim.meta.annotations.items() if k != TOLERATIONS_ANNOTATION}
+    return replace(claim.meta, annotations=annotations)
+
+
+def is_user(pod: Pod, claim: ResourceClaim) -> bool:
+    """The pod references the claim and the claim is reserved for this pod instance."""
+    return any(r.is_pod and r.name == pod.name and r.uid == pod.meta.uid for r in claim.reserved_for)
+
+
+def evictable(pod: Pod) -> bool:
+    return bool(pod.node_name) and not pod.terminal and not pod.meta.deleting
+
+
+def plan(tracker: Tracker, simulate: str | None = None,
+         claims: Mapping[NamespacedName, ClaimEviction] | None = None) -> EvictionPlan:
+    """Pods to evict now or later. `simulate` names a rule whose effect counts as NoExecute."""
+    result = EvictionPlan()
+    if claims is None:
+        for claim in tracker.claims():
+            ev = _safe_claim_eviction(tracker, claim, simulate, result.errors)
+            if ev is not None:
+                result.claims[claim.meta.key] = ev
+    else:
+        result.claims = dict(claims)
+    for key, ev in result.claims.items():
+        owner = tracker.claim(key)
+        if owner is None:
+            continue
+        for pod_key in tracker.pods_of_claim(key):
+            pod = tracker.pod(pod_key)
+            if pod is None or not evictable(pod) or key not in pod.claim_keys() or not is_user(pod, owner):
+                continue
+            prev = result.pods.get(pod_key)
+            if prev is None:
+                result.pods[pod_key] = PodEviction(pod_key, pod.meta.uid, ev.when, ev.reasons, (key,))
+            else:
+                result.pods[pod_key] = PodEviction(
+                    pod_key, pod.meta.uid, min(prev.when, ev.when), prev.reasons | ev.reasons,
+                    tuple(sorted({*prev.claims, key})))
+    return result

@@ -1,0 +1,167 @@
+"""DeviceTaintRule (KEP-5055) as a tracker overlay: the rule's taint on every device it selects.
+
+Selection is by names only (driver, pool, device; an empty selector matches every
+device, a missing one none), so a rule also reaches allocated devices whose
+ResourceSlice is gone. Taints are cumulative: a rule never replaces a slice taint or
+another rule's taint with the same key.
+
+The CRD cannot default `spec.taint.timeAdded` as upstream's apiserver does, so until
+draco's controller has written it, a rule's taint counts from the rule's
+creationTimestamp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from operators.model import DeviceID, DeviceTaint, FieldError, ModelError, ObjectMeta, ref_of
+from operators.model import fields as f
+from operators.model.meta import parse_meta
+from operators.model.objects import register_parser
+from operators.tracker.overlay import DeviceContribution, EventType, OverlayBase
+
+KIND = "DeviceTaintRule"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSelector:
+    """None fields match anything; the selector as a whole may be absent (matches nothing)."""
+
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+    def matches(self, device: DeviceID) -> bool:
+        return ((self.driver is None or self.driver == device.driver)
+                and (self.pool is None or self.pool == device.pool)
+                and (self.device is None or self.device == device.device))
+
+    def to_api(self) -> dict[str, str]:
+        return {k: v for k, v in (("driver", self.driver), ("pool", self.pool),
+                                  ("device", self.device)) if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    kind = KIND
+
+    meta: ObjectMeta
+    selector: RuleSelector | None
+    key: str
+    value: str
+    effect: str
+    time_added: datetime | None
+    conditions: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def taint_time(self) -> datetime | None:
+        """When the taint counts from: spec.taint.timeAdded, else the rule's creation."""
+        return self.time_added or self.meta.creation_timestamp
+
+    @property
+    def source(self) -> str:
+        return f"{KIND}/{self.meta.name}"
+
+    def taint(self) -> DeviceTaint:
+        return DeviceTaint(key=self.key, value=self.value, effect=self.effect,
+                           time_added=self.taint_time, source=self.source)
+
+    def matches(self, device: DeviceID) -> bool:
+        return self.selector is not None and self.selector.matches(device)
+
+    def condition(self, type_: str) -> Mapping[str, Any] | None:
+        return next((c for c in self.conditions if c.get("type") == type_), None)
+
+
+def parse_device_taint_rule(d: Mapping[str, Any]) -> DeviceTaintRule:
+    ref = ref_of(d)
+    try:
+        meta = parse_meta(d, namespaced=False)
+        spec = d.get("spec")
+        if not isinstance(spec, Mapping):
+            raise FieldError("required field is missing", "spec")
+        try:
+            sel_raw = spec.get("deviceSelector")
+            selector = None
+            if sel_raw is not None:
+                if not isinstance(sel_raw, Mapping):
+                    raise FieldError(f"expected an object, got {f.type_name(sel_raw)}")
+                selector = RuleSelector(f.opt_string(sel_raw, "driver"), f.opt_string(sel_raw, "pool"),
+                                        f.opt_string(sel_raw, "device"))
+        except FieldError as e:
+            raise e.at("deviceSelector").at("spec") from None
+        taint = spec.get("taint")
+        if not isinstance(taint, Mapping):
+            raise FieldError("required field is missing", "spec", "taint")
+        try:
+            key = f.string(taint, "key", required=True)
+            effect = f.string(taint, "effect", required=True)
+            value = f.string(taint, "value") or ""
+            time_added = f.opt_time(taint, "timeAdded")
+        except FieldError as e:
+            raise e.at("taint").at("spec") from None
+        status = d.get("status") if isinstance(d.get("status"), Mapping) else {}
+        conditions = tuple(c for c in (status or {}).get("conditions") or [] if isinstance(c, Mapping))
+    except FieldError as e:
+        raise e.to_model_error(ref) from None
+    return DeviceTaintRule(meta, selector, key, value, effect, time_added, conditions)
+
+
+register_parser(KIND, parse_device_taint_rule)
+
+
+class TaintRuleOverlay(OverlayBase):
+    name = "taint-rules"
+    kinds = frozenset({KIND})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rules: dict[str, DeviceTaintRule] = {}
+        self.errors: dict[str, ModelError] = {}
+
+    def apply(self, event_type: EventType, obj: Any) -> Iterable[DeviceID]:
+        name = (obj.get("metadata") or {}).get("name", "") if isinstance(obj, Mapping) else obj.name
+        old = self.rules.get(name)
+        if event_type == "DELETED":
+            self.rules.pop(name, None)
+            self.errors.pop(name, None)
+            return self._affected(old, None)
+        try:
+            rule = obj if isinstance(obj, DeviceTaintRule) else parse_device_taint_rule(obj)
+        except ModelError as err:
+            self.rules.pop(name, None)
+            self.errors[name] = err
+            self._affected(old, None)
+            raise
+        self.errors.pop(name, None)
+        self.rules[name] = rule
+        if old is not None and (old.selector, old.taint()) == (rule.selector, rule.taint()):
+            return ()
+        return self._affected(old, rule)
+
+    def _affected(self, old: DeviceTaintRule | None, new: DeviceTaintRule | None) -> set[DeviceID]:
+        if self.tracker is None:
+            return set()
+        return {d for d in self.tracker.device_ids()
+                if (old is not None and old.matches(d)) or (new is not None and new.matches(d))}
+
+    def devices_changed(self, added: frozenset[DeviceID], modified: frozenset[DeviceID],
+                        removed: frozenset[DeviceID]) -> Iterable[DeviceID]:
+        return {d for d in added if any(r.matches(d) for r in self.rules.values())}
+
+    def contribution(self, device: DeviceID) -> DeviceContribution | None:
+        taints = tuple(r.taint() for _, r in sorted(self.rules.items()) if r.matches(device))
+        return DeviceContribution(taints=taints) if taints else None
+
+    def selected(self, rule: DeviceTaintRule) -> list[DeviceID]:
+        """Devices in the tracker's view (published or allocated) the rule selects."""
+        if self.tracker is None:
+            return []
+        return [d for d in self.tracker.device_ids() if rule.matches(d)]
