@@ -50,10 +50,18 @@ class KubePatchWriter:
             raise ApiException(status=resp.status, reason=resp.reason, http_resp=resp)
 
     async def patch_status(self, name: str, status: Mapping[str, Any]) -> None:
-        await asyncio.to_thread(
-            self._call, "PATCH", STATUS_PATH.format(name=name), {"status": dict(status)},
-            "application/merge-patch+json",
-        )
+        """A merge patch: no resourceVersion, the reporter owns these fields. A patch
+        deleted meanwhile (404) needs no status."""
+        from kubernetes.client.rest import ApiException
+
+        try:
+            await asyncio.to_thread(
+                self._call, "PATCH", STATUS_PATH.format(name=name), {"status": dict(status)},
+                "application/merge-patch+json",
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
     async def post_event(self, involved: Mapping[str, Any], event: EventSpec) -> None:
         now = rfc3339(datetime.now(UTC))

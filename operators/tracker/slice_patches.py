@@ -151,7 +151,15 @@ def _check_qualified(name: object, what: str) -> str:
     return name
 
 
+def _null_key(value: object) -> object:
+    """YAML readers turn an unquoted `null:` key into None; the API spells it "null"."""
+    if isinstance(value, Mapping) and None in value:
+        return {("null" if k is None else k): v for k, v in value.items()}
+    return value
+
+
 def _nullable_attribute(value: object) -> Attribute | None:
+    value = _null_key(value)
     if isinstance(value, Mapping) and value.get("null") is not None:
         others = sorted(k for k, v in value.items() if k != "null" and v is not None)
         if others:
@@ -197,6 +205,7 @@ def _parse_devices(devices: Mapping[str, Any]) -> tuple[PatchFilter, int, dict[s
     for name, value in f.obj(devices, "capacity").items():
         try:
             _check_qualified(name, "capacity")
+            value = _null_key(value)
             if isinstance(value, Mapping) and value.get("null") is not None:
                 raise FieldError("capacity cannot be removed; set it to 0 instead")
             capacity[name] = parse_capacity_value(value)

@@ -135,3 +135,8 @@ def test_bad_input_is_reported_once_per_generation(
     wait_for(lambda: (faulty_condition(kubectl, "syntax") or {}).get("observedGeneration") == 2,
              what="generation 2 observed")
     assert len(events_of(kubectl, "syntax")) == 2
+
+    # The missing class appears: the patch matches and its condition clears.
+    apply(kubectl, class_obj("no-such-class", [f'device.driver == "{GPU}"']))
+    wait_for(lambda: reason("ghost") == "NoFaults", what="the class to be found")
+    assert patch_json(kubectl, "ghost")["status"]["matchedDevices"] == 7

@@ -23,6 +23,8 @@ async def recorder() -> Any:
                      json.loads(body) if body else None))
         if request.path.endswith("/missing/status"):
             return web.json_response({"kind": "Status", "code": 404}, status=404)
+        if request.path.endswith("/broken/status"):
+            return web.json_response({"kind": "Status", "code": 500}, status=500)
         return web.json_response({})
 
     app = web.Application()
@@ -45,10 +47,11 @@ async def test_status_is_a_merge_patch_on_the_subresource(recorder: Any) -> None
                      "application/merge-patch+json", {"status": status})]
 
 
-async def test_a_failed_write_raises(recorder: Any) -> None:
+async def test_a_deleted_patch_needs_no_status_but_other_failures_raise(recorder: Any) -> None:
     writer, _ = recorder
+    await writer.patch_status("missing", {})
     with pytest.raises(client.ApiException):
-        await writer.patch_status("missing", {})
+        await writer.patch_status("broken", {})
 
 
 async def test_events_name_the_patch(recorder: Any) -> None:

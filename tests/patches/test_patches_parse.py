@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from patch_builders import added, patch_obj, slices_from_devices
 
 from operators.model import DeviceID, ModelError, ObjectRef, parse_object
@@ -62,6 +63,26 @@ def test_bad_input_names_the_field(devices: dict[str, Any], path: str, message: 
         parse_object(raw(devices))
     assert info.value.path == path
     assert message in info.value.message
+
+
+def test_an_unquoted_yaml_null_key_is_the_null_value() -> None:
+    text = """
+apiVersion: resource.draco.dev/v1alpha1
+kind: ResourceSlicePatch
+metadata: {name: p}
+spec:
+  devices:
+    attributes:
+      gpu.example.com/uuid:
+        null: {}
+    capacity:
+      gpu.example.com/memory: {value: 38Gi}
+"""
+    p = parse_object(yaml.safe_load(text))
+    assert p.attributes["gpu.example.com/uuid"] is None
+    bad = yaml.safe_load(text.replace("memory: {value: 38Gi}", "memory: {null: {}}"))
+    with pytest.raises(ModelError, match="cannot be removed"):
+        parse_object(bad)
 
 
 def test_missing_devices_is_an_error() -> None:
