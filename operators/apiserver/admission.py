@@ -46,7 +46,7 @@ class Admission:
                                 f"expected API version ({rt.api_version})")
 
     def _custom(self, rt: ResourceType, obj: dict[str, Any], field_validation: str,
-                subresource: str = "") -> dict[str, Any]:
+                subresource: str = "", old: dict[str, Any] | None = None) -> dict[str, Any]:
         schema = rt.schema
         if schema is None:
             return obj
@@ -55,8 +55,11 @@ class Admission:
             raise APIError(400, "; ".join(f'strict decoding error: unknown field "{u}"' for u in unknown))
         obj = schema.default(schema.prune(obj))
         causes = schema.validate(obj)
-        if subresource != "status" and rt.has_status:
-            pass
+        if old is not None:
+            # Validation ratcheting (GA upstream): a value that did not change is not
+            # rejected again, so a controller can still write the status of an object
+            # a newer schema version or a bug left invalid.
+            causes = [c for c in causes if _at(obj, c["field"]) != _at(old, c["field"])]
         if causes:
             name = (obj.get("metadata") or {}).get("name", "")
             raise invalid(rt.group, rt.kind, name, causes)
@@ -84,7 +87,7 @@ class Admission:
         self._check_kind(rt, body)
         obj = copy.deepcopy(body)
         if rt.crd:
-            return self._custom(rt, obj, field_validation, subresource)
+            return self._custom(rt, obj, field_validation, subresource, old)
         if subresource == "status":
             return obj
         merged = obj
@@ -127,6 +130,27 @@ class Admission:
         self.store.delete(rt, namespace, name, pre, dry_run=dry_run)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "code": 201}
+
+
+_MISSING = object()
+
+
+def _at(obj: Any, path: str) -> Any:
+    """The value at a cause's field path (`spec.items[2].name`), or a sentinel."""
+    cur = obj
+    for part in path.replace("[", ".[").split("."):
+        if not part:
+            continue
+        if part.startswith("["):
+            try:
+                cur = cur[int(part[1:-1])]
+            except (ValueError, IndexError, TypeError, KeyError):
+                return _MISSING
+        elif isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        else:
+            return _MISSING
+    return cur
 
 
 def now() -> str:

@@ -163,6 +163,10 @@ class Store:
                            "the object has been modified; please apply your changes to the "
                            "latest version and try again")
         old_meta = old["metadata"]
+        if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
+            raise conflict(rt.group, rt.plural, name,
+                           f"Precondition failed: UID in precondition: {meta['uid']}, "
+                           f"UID in object meta: {old_meta.get('uid')}")
         if rt.has_status and subresource == "status":
             merged = {k: v for k, v in old.items() if k != "status"}
             if "status" in new:

@@ -1,0 +1,54 @@
+"""kopf shell of the device-taint eviction controller (`draco run --controllers eviction`).
+
+I/O only: the shared tracker is fed by the watch streams (see `operators.kube.feed`);
+this module starts the controller loop on startup and stops it on cleanup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+
+from operators.eviction.controller import EvictionController, EvictionSettings
+from operators.kube.client import KubeClient
+from operators.tracker import Tracker
+from operators.tracker.taint_rules import TaintRuleOverlay
+
+FEEDS = ("ResourceSlice", "ResourceClaim", "Pod", "DeviceTaintRule")
+
+
+def settings_from(settings: Any) -> EvictionSettings:
+    return EvictionSettings(
+        workers=int(getattr(settings, "eviction_workers", 10)),
+        grace_period=float(getattr(settings, "grace_period", 5.0)),
+        use_eviction_api=bool(getattr(settings, "use_eviction_api", False)),
+        status_interval=float(getattr(settings, "status_interval", 1.0)),
+    )
+
+
+def register(registry: kopf.OperatorRegistry, tracker: Tracker, settings: Any, *,
+             client: KubeClient | None = None) -> EvictionController:
+    if not any(isinstance(o, TaintRuleOverlay) for o in tracker.overlays):
+        tracker.register_overlay(TaintRuleOverlay())
+    api = client or KubeClient(qps=float(getattr(settings, "qps", 100.0)),
+                               burst=int(getattr(settings, "burst", 200)))
+    controller = EvictionController(tracker, api, settings_from(settings))
+    tasks: list[asyncio.Task[None]] = []
+
+    @kopf.on.startup(registry=registry)
+    async def start_eviction(**_: Any) -> None:
+        # Rebind to the operator's loop (the controller may be built before it runs).
+        controller.wake = asyncio.Event()
+        controller.sem = asyncio.Semaphore(controller.settings.workers)
+        tasks.append(asyncio.create_task(controller.run(), name="draco-eviction"))
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop_eviction(**_: Any) -> None:
+        for task in tasks:
+            task.cancel()
+        tasks.clear()
+        await api.close()
+
+    return controller

@@ -1,0 +1,51 @@
+"""core/v1 Events with CamelCase reasons, deduplicated so a flapping object cannot flood."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from operators.kube.client import KubeClient
+
+EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects go
+
+
+class EventRecorder:
+    def __init__(self, client: KubeClient, component: str, *, dedup_seconds: float = 600.0) -> None:
+        self.client = client
+        self.component = component
+        self.instance = socket.gethostname()
+        self.dedup_seconds = dedup_seconds
+        self._seen: dict[tuple[str, ...], float] = {}
+        self.posted = 0
+
+    async def emit(self, involved: Mapping[str, Any], reason: str, message: str,
+                   type_: str = "Normal") -> bool:
+        """Post the Event unless the same one was posted recently; True when posted."""
+        key = (str(involved.get("kind")), str(involved.get("namespace", "")),
+               str(involved.get("name")), str(involved.get("uid", "")), reason, message)
+        now_mono = time.monotonic()
+        seen = self._seen.get(key)
+        if seen is not None and now_mono - seen < self.dedup_seconds:
+            return False
+        self._seen[key] = now_mono
+        if len(self._seen) > 10_000:
+            cutoff = now_mono - self.dedup_seconds
+            self._seen = {k: v for k, v in self._seen.items() if v >= cutoff}
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        namespace = involved.get("namespace") or EVENT_NAMESPACE
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{involved.get('name')}.", "namespace": namespace},
+            "involvedObject": dict(involved), "reason": reason, "message": message[:1024],
+            "type": type_, "source": {"component": self.component},
+            "reportingComponent": self.component, "reportingInstance": self.instance,
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        }
+        resp = await self.client.post(f"/api/v1/namespaces/{namespace}/events", body)
+        if resp.ok:
+            self.posted += 1
+        return resp.ok

@@ -1,0 +1,171 @@
+"""The eviction controller against the embedded API server, driven with the real kubectl."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from operators.apiserver.testing import EmbeddedCluster, Kubectl, OperatorThread, wait_for
+from tests.apiserver.http import call
+
+RULES = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
+SETTINGS = SimpleNamespace(qps=200.0, burst=400, eviction_workers=10, grace_period=1.0,
+                           use_eviction_api=False, status_interval=0.2)
+
+
+@pytest.fixture
+def operator(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    started: list[OperatorThread] = []
+
+    def start(settings: Any = SETTINGS, controllers: tuple[str, ...] = ("eviction",)) -> OperatorThread:
+        op = OperatorThread(list(controllers), settings).start()
+        started.append(op)
+        return op
+
+    yield start
+    for op in started:
+        op.stop()
+
+
+def make_devices(cluster: EmbeddedCluster, devices: list[str]) -> None:
+    call(f"{cluster.url}/apis/resource.k8s.io/v1/resourceslices", "POST", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-gpu"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                 "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": d} for d in devices]}})
+
+
+def make_pod_with_claim(cluster: EmbeddedCluster, name: str, device: str,
+                        annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+                        tolerations: list[dict[str, Any]] | None = None) -> str:
+    base = cluster.url
+    code, pod = call(f"{base}/api/v1/namespaces/default/pods", "POST", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"nodeName": "n1", "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{name}-claim"}],
+                 "containers": [{"name": "c", "image": "i"}]}})
+    assert code == 201, pod
+    call(f"{base}/api/v1/namespaces/default/pods/{name}/status", "PATCH", {"status": {
+        "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}, "application/merge-patch+json")
+    code, claim = call(f"{base}/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", "POST", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": f"{name}-claim", "annotations": annotations or {}},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}})
+    assert code == 201, claim
+    result: dict[str, Any] = {"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": device}
+    if tolerations:
+        result["tolerations"] = tolerations
+    code, body = call(f"{base}/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{name}-claim/status",
+                      "PATCH", {"status": {"allocation": {"devices": {"results": [result]}},
+                                           "reservedFor": [{"resource": "pods", "name": name,
+                                                            "uid": pod["metadata"]["uid"]}]}},
+                      "application/merge-patch+json")
+    assert code == 200, body
+    return str(pod["metadata"]["uid"])
+
+
+def rule(name: str, effect: str, selector: dict[str, str]) -> str:
+    return json.dumps({"apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule",
+                       "metadata": {"name": name},
+                       "spec": {"deviceSelector": selector, "taint": {"key": "example.com/maintenance", "effect": effect}}})
+
+
+def pod_exists(cluster: EmbeddedCluster, name: str) -> bool:
+    return cluster.get("", "v1", "pods", name, "default") is not None
+
+
+def condition(cluster: EmbeddedCluster, name: str) -> dict[str, Any] | None:
+    obj = cluster.get("resource.draco.dev", "v1alpha1", "devicetaintrules", name)
+    conds = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == "EvictionInProgress"), None)
+
+
+def history(cluster: EmbeddedCluster) -> list[tuple[str, dict[str, Any]]]:
+    return cluster.thread.call(lambda: [(e[2], e[3]) for e in cluster.server.store.history])
+
+
+def test_noexecute_rule_evicts_and_kubectl_wait_returns(cluster: EmbeddedCluster, kubectl: Kubectl, operator: Any) -> None:
+    make_devices(cluster, ["d0", "d1"])
+    uid = make_pod_with_claim(cluster, "a", "d0")
+    make_pod_with_claim(cluster, "b", "d1")
+    operator()
+    kubectl("apply", "-f", "-", input=rule("maint", "NoExecute", {"device": "d0"}))
+    started = time.monotonic()
+    kubectl("wait", "--for=condition=EvictionInProgress=false", "devicetaintrule/maint", "--timeout=30s")
+    assert time.monotonic() - started < 30
+    assert not pod_exists(cluster, "a") and pod_exists(cluster, "b")
+    cond = condition(cluster, "maint")
+    assert cond is not None and cond["reason"] == "Completed"
+    assert cond["message"] == "1 pod evicted since starting the controller."
+    # the pod got the DisruptionTarget condition before it was deleted with a UID precondition
+    marked = [o for t, o in history(cluster) if t == "MODIFIED" and o["kind"] == "Pod"
+              and o["metadata"]["uid"] == uid and any(c["type"] == "DisruptionTarget"
+                                                     for c in o["status"].get("conditions", []))]
+    assert marked and marked[0]["status"]["conditions"][-1]["reason"] == "DeletionByDeviceTaintManager"
+    events = json.loads(kubectl("get", "events", "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "DeviceTaintManagerEviction" and e["involvedObject"]["name"] == "a" for e in events)
+    # the controller stamped timeAdded (whole seconds), as upstream's apiserver would have
+    stored = cluster.get("resource.draco.dev", "v1alpha1", "devicetaintrules", "maint")
+    assert stored is not None and stored["spec"]["taint"]["timeAdded"].endswith("Z")
+
+
+def test_effect_none_previews_and_evicts_nothing(cluster: EmbeddedCluster, kubectl: Kubectl, operator: Any) -> None:
+    make_devices(cluster, ["d0", "d1"])
+    make_pod_with_claim(cluster, "a", "d0")
+    operator()
+    kubectl("apply", "-f", "-", input=rule("preview", "None", {}))
+    cond = wait_for(lambda: condition(cluster, "preview"), 15, what="the preview condition")
+    assert cond["status"] == "False" and cond["reason"] == "NoEffect"
+    assert cond["message"].startswith("2 published devices selected. 1 allocated device selected. "
+                                      "1 pod would be evicted in 1 namespace if the effect was NoExecute.")
+    time.sleep(1.5)
+    assert pod_exists(cluster, "a")
+
+
+def test_unknown_effect_is_other_effect_with_a_warning(cluster: EmbeddedCluster, kubectl: Kubectl, operator: Any) -> None:
+    make_devices(cluster, ["d0"])
+    make_pod_with_claim(cluster, "a", "d0")
+    cluster.inject("resource.draco.dev", "v1alpha1", "devicetaintrules", {
+        "apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule", "metadata": {"name": "future"},
+        "spec": {"deviceSelector": {}, "taint": {"key": "k", "effect": "NoExecuteHarder"}}})
+    operator()
+    cond = wait_for(lambda: condition(cluster, "future"), 15, what="the OtherEffect condition")
+    assert cond["reason"] == "OtherEffect" and cond["status"] == "False"
+    events = json.loads(kubectl("get", "events", "-A", "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "UnknownEffect" and e["type"] == "Warning" for e in events)
+    assert pod_exists(cluster, "a")
+
+
+def test_malformed_tolerations_annotation_gets_an_event_and_the_rest_is_served(
+        cluster: EmbeddedCluster, kubectl: Kubectl, operator: Any) -> None:
+    make_devices(cluster, ["d0", "d1"])
+    make_pod_with_claim(cluster, "bad", "d0", annotations={"resource.draco.dev/tolerations": "{not json"})
+    make_pod_with_claim(cluster, "good", "d1")
+    operator()
+    kubectl("apply", "-f", "-", input=rule("all", "NoExecute", {}))
+    wait_for(lambda: not pod_exists(cluster, "good") and not pod_exists(cluster, "bad"), 20,
+             what="both pods evicted (the bad annotation counts as no tolerations)")
+    events = json.loads(kubectl("get", "events", "-A", "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "InvalidTolerations" and e["involvedObject"]["name"] == "bad-claim"
+               for e in events)
+
+
+def test_eviction_api_mode_respects_a_disruption_budget(cluster: EmbeddedCluster, kubectl: Kubectl, operator: Any) -> None:
+    make_devices(cluster, ["d0"])
+    make_pod_with_claim(cluster, "guarded", "d0", labels={"app": "x"})
+    kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}))
+    operator(SimpleNamespace(**{**vars(SETTINGS), "use_eviction_api": True}))
+    kubectl("apply", "-f", "-", input=rule("maint", "NoExecute", {}))
+    cond = wait_for(lambda: condition(cluster, "maint"), 15, what="the rule condition")
+    assert cond["status"] == "True" and cond["reason"] == "PodsPendingEviction"
+    time.sleep(1.5)
+    assert pod_exists(cluster, "guarded")
+    kubectl("delete", "pdb", "keep")
+    wait_for(lambda: not pod_exists(cluster, "guarded"), 20, what="eviction once the budget is gone")
