@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from operators.cli.inputs import InputError
 
 # Modules under operators.cli, in the order `draco --help` lists them.
-COMMANDS: tuple[str, ...] = ("devices", "evictions", "run", "apiserver")
+COMMANDS: tuple[str, ...] = ("devices", "evictions", "taint", "run", "apiserver")
 
 
 def build_parser() -> argparse.ArgumentParser:

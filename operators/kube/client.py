@@ -145,11 +145,11 @@ class KubeClient:
                     last = Response(resp.status, parsed)
             except (TimeoutError, aiohttp.ClientError) as exc:
                 last = Response(0, {"message": f"{type(exc).__name__}: {exc}"})
-            if last.status == 0 or last.status == 429 or last.status >= 500:
-                if attempt < self.retries:
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
-                    continue
+            retriable = last.status == 0 or last.status == 429 or last.status >= 500
+            if retriable and attempt < self.retries:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
             return last
         assert last is not None
         return last

@@ -30,7 +30,7 @@ def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iter
     for kind in kinds:
         group, version, plural = WATCHED[kind]
 
-        def make(kind: str) -> Any:
+        def make(kind: str, plural: str) -> Any:
             async def feed(event: Mapping[str, Any], **_: Any) -> None:
                 body = event.get("object")
                 if not isinstance(body, Mapping):
@@ -43,4 +43,4 @@ def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iter
             feed.__name__ = f"feed_{plural}"
             return feed
 
-        kopf.on.event(group=group, version=version, plural=plural, registry=registry)(make(kind))
+        kopf.on.event(group=group, version=version, plural=plural, registry=registry)(make(kind, plural))

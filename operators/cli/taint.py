@@ -1,0 +1,183 @@
+"""`draco taint`: `kubectl taint nodes` for devices, through DeviceTaintRules.
+
+    draco taint driver=gpu.example.com,pool=node-a,device=gpu-0 example.com/maint=planned:NoExecute
+    draco taint pool=node-a example.com/maint:NoExecute-          # remove
+    draco taint "" example.com/drain:NoExecute --all-devices     # every device (explicitly)
+
+Before a NoExecute rule is created, the preview says which devices, pods and namespaces
+it hits, and draco asks for confirmation unless --yes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from operators.cli.inputs import CLUSTER_SOURCES, InputError, load_cluster_objects, load_objects
+from operators.cli.state import build_tracker
+from operators.eviction.decisions import plan
+from operators.tracker.taint_rules import parse_device_taint_rule
+
+EFFECTS = ("None", "NoSchedule", "NoExecute")
+RULES_PATH = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "taint", help="taint devices (create or remove a DeviceTaintRule), with a preview",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("selector", metavar="SELECTOR",
+                        help="driver=…,pool=…,device=… (any subset; '' with --all-devices for every device)")
+    parser.add_argument("taint", metavar="KEY[=VALUE]:EFFECT[-]",
+                        help="the taint; a trailing '-' removes rules with this selector, key and effect")
+    parser.add_argument("--name", help="rule name (default: derived from selector and taint)")
+    parser.add_argument("--all-devices", action="store_true",
+                        help="required for an empty selector, which taints every device of the cluster")
+    parser.add_argument("--dry-run", action="store_true", help="print the rule and the preview, change nothing")
+    parser.add_argument("--yes", "-y", action="store_true", help="do not ask before creating a NoExecute rule")
+    parser.add_argument("--from", dest="sources", action="append", default=[], metavar="FILE",
+                        help="compute the preview from FILE instead of the cluster (implies --dry-run)")
+    parser.set_defaults(func=run)
+
+
+def parse_selector(text: str) -> dict[str, str]:
+    selector: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or key not in ("driver", "pool", "device") or not value:
+            raise InputError(f"bad selector {part!r}: use driver=…, pool=… and/or device=…")
+        if key in selector:
+            raise InputError(f"selector names {key} twice")
+        selector[key] = value
+    return selector
+
+
+def parse_taint(text: str) -> tuple[str, str, str, bool]:
+    """KEY[=VALUE]:EFFECT[-] -> (key, value, effect, remove)."""
+    remove = text.endswith("-")
+    body = text[:-1] if remove else text
+    key_value, sep, effect = body.rpartition(":")
+    if not sep or not key_value:
+        raise InputError(f"bad taint {text!r}: use KEY[=VALUE]:EFFECT, e.g. example.com/maint:NoExecute")
+    if effect not in EFFECTS:
+        raise InputError(f"unknown effect {effect!r}: use one of {', '.join(EFFECTS)}")
+    key, _, value = key_value.partition("=")
+    return key, value, effect, remove
+
+
+def default_name(selector: dict[str, str], key: str, effect: str) -> str:
+    base = selector.get("device") or selector.get("pool") or selector.get("driver") or "all-devices"
+    short = key.rpartition("/")[2]
+    digest = hashlib.sha256(json.dumps([selector, key, effect], sort_keys=True).encode()).hexdigest()[:6]
+    name = re.sub(r"[^a-z0-9.-]+", "-", f"{base}-{short}-{effect}".lower()).strip("-.")
+    return f"{name[:50]}-{digest}"
+
+
+def rule_object(name: str, selector: dict[str, str], key: str, value: str, effect: str) -> dict[str, Any]:
+    taint: dict[str, Any] = {"key": key, "effect": effect}
+    if value:
+        taint["value"] = value
+    return {"apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule",
+            "metadata": {"name": name}, "spec": {"deviceSelector": selector, "taint": taint}}
+
+
+def preview(objects: list[dict[str, Any]], rule: dict[str, Any]) -> dict[str, Any]:
+    """What the rule would do with effect NoExecute: devices, pods, namespaces."""
+    now = datetime.now(UTC)
+    simulated = json.loads(json.dumps(rule))
+    simulated["metadata"]["creationTimestamp"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    simulated["spec"]["taint"]["effect"] = "None"
+    others = [o for o in objects if not (o.get("kind") == "DeviceTaintRule"
+                                         and o.get("metadata", {}).get("name") == rule["metadata"]["name"])]
+    tracker = build_tracker([*others, simulated], clock=lambda: now)
+    parsed = parse_device_taint_rule(simulated)
+    devices = sorted(str(v.id) for v in tracker.devices(include_unpublished=True) if parsed.matches(v.id))
+    pods = plan(tracker, simulate=parsed.name).pending_for_rule(parsed.name)
+    return {"devices": devices, "pods": sorted(str(p.pod) for p in pods),
+            "namespaces": sorted({p.pod.namespace for p in pods})}
+
+
+def _api() -> Any:
+    from kubernetes import client, config
+
+    try:
+        config.load_kube_config()
+    except Exception:  # noqa: BLE001
+        config.load_incluster_config()
+    return client.ApiClient()
+
+
+def _call(api: Any, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    verb, url, headers, payload, _ = api.param_serialize(
+        method, path, header_params={"Accept": "application/json", "Content-Type": "application/json"},
+        body=body, auth_settings=["BearerToken"])
+    resp = api.call_api(verb, url, header_params=headers, body=payload)
+    resp.read()
+    return resp.status, json.loads(resp.data or b"null")
+
+
+def run(args: argparse.Namespace) -> int:
+    selector = parse_selector(args.selector)
+    key, value, effect, remove = parse_taint(args.taint)
+    if not selector and not args.all_devices:
+        raise InputError("an empty selector taints every device of the cluster (upstream once evicted "
+                         "every DRA pod this way); add --all-devices if that is what you want")
+    dry_run = args.dry_run or bool(args.sources)
+    if remove:
+        return _remove(selector, key, effect, args.name, dry_run)
+    name = args.name or default_name(selector, key, effect)
+    rule = rule_object(name, selector, key, value, effect)
+    if args.sources:
+        objects = load_objects(args.sources)
+    else:
+        objects, _ = load_cluster_objects(CLUSTER_SOURCES)
+    seen = preview(objects, rule)
+    sys.stdout.write(yaml.safe_dump(rule, sort_keys=False))
+    verb = "evicts" if effect == "NoExecute" else "would evict with NoExecute"
+    sys.stdout.write(f"# selects {len(seen['devices'])} device(s); {verb} {len(seen['pods'])} pod(s) "
+                     f"in {len(seen['namespaces'])} namespace(s)\n")
+    for pod in seen["pods"]:
+        sys.stdout.write(f"#   {pod}\n")
+    if dry_run:
+        return 0
+    if effect == "NoExecute" and seen["pods"] and not args.yes:
+        if not sys.stdin.isatty():
+            raise InputError("refusing to evict pods without confirmation: re-run with --yes")
+        answer = input(f"Create {name} and evict {len(seen['pods'])} pod(s)? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            sys.stderr.write("aborted\n")
+            return 1
+    status, body = _call(_api(), "POST", RULES_PATH, rule)
+    if status >= 300:
+        raise InputError(f"cannot create DeviceTaintRule {name}: {(body or {}).get('message', status)}")
+    sys.stdout.write(f"devicetaintrule.resource.draco.dev/{name} created\n")
+    return 0
+
+
+def _remove(selector: dict[str, str], key: str, effect: str, name: str | None, dry_run: bool) -> int:
+    api = _api()
+    status, body = _call(api, "GET", RULES_PATH)
+    if status >= 300:
+        raise InputError(f"cannot list DeviceTaintRules: {(body or {}).get('message', status)}")
+    matches = [r["metadata"]["name"] for r in body.get("items", [])
+               if (name is None or r["metadata"]["name"] == name)
+               and (r.get("spec") or {}).get("deviceSelector") == selector
+               and ((r.get("spec") or {}).get("taint") or {}).get("key") == key
+               and ((r.get("spec") or {}).get("taint") or {}).get("effect") == effect]
+    if not matches:
+        raise InputError(f"no DeviceTaintRule with selector {selector or '{}'} and taint {key}:{effect}")
+    for rule_name in matches:
+        if not dry_run:
+            _call(api, "DELETE", f"{RULES_PATH}/{rule_name}")
+        sys.stdout.write(f"devicetaintrule.resource.draco.dev/{rule_name} deleted"
+                         f"{' (dry run)' if dry_run else ''}\n")
+    return 0
