@@ -26,8 +26,8 @@ def register(subparsers: Any) -> None:
                                    description=__doc__)
     parser.add_argument("--controllers", default=",".join(CONTROLLERS),
                         help=f"comma-separated, from: {', '.join(CONTROLLERS)} (default: all)")
-    parser.add_argument("--qps", type=float, default=100.0, help="API writes per second (default 100)")
-    parser.add_argument("--burst", type=int, default=200, help="API write burst (default 200)")
+    parser.add_argument("--qps", type=float, default=200.0, help="API requests per second (default 200)")
+    parser.add_argument("--burst", type=int, default=400, help="API request burst (default 400)")
     parser.add_argument("--eviction-workers", type=int, default=10,
                         help="concurrent pod evictions (default 10, as upstream's integration test)")
     parser.add_argument("--grace-period", type=float, default=5.0,

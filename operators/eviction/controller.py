@@ -143,31 +143,27 @@ class EvictionController:
             self.wake.set()
 
     async def _evict_one(self, pod: PodEviction) -> bool:
+        """Mark the pod with DisruptionTarget, then delete it, both guarded by its UID.
+
+        A strategic merge patch merges conditions by type, so no GET is needed first;
+        a UID mismatch (409) means the pod was replaced under the same name: done.
+        """
         ns, name = pod.pod.namespace, pod.pod.name
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
-        got = await self.client.get(path)
-        if got.status == 404:
-            return True
-        if not got.ok:
-            log.warning("cannot read pod", kind="Pod", namespace=ns, name=name, status=got.status)
-            return False
-        body = got.body
-        if body["metadata"].get("uid") != pod.uid or body["metadata"].get("deletionTimestamp"):
-            return True  # replaced under the same name, or already going
         involved = {"kind": "Pod", "apiVersion": "v1", "namespace": ns, "name": name, "uid": pod.uid}
+        cond = {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByDeviceTaintManager",
+                "message": "Device Taint manager: deleting due to NoExecute taint",
+                "lastTransitionTime": rfc3339(self.clock())}
+        patched = await self.client.strategic_patch(
+            f"{path}/status", {"metadata": {"uid": pod.uid}, "status": {"conditions": [cond]}})
+        if patched.status in (404, 409):
+            return True
+        if not patched.ok:
+            log.warning("cannot mark pod", kind="Pod", namespace=ns, name=name, status=patched.status)
+            return False
+        if (patched.body or {}).get("metadata", {}).get("deletionTimestamp"):
+            return True  # already going
         await self.events.emit(involved, "DeviceTaintManagerEviction", "Marking for deletion")
-        conditions = (body.get("status") or {}).get("conditions") or []
-        if not any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions):
-            cond = {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByDeviceTaintManager",
-                    "message": "Device Taint manager: deleting due to NoExecute taint"}
-            merged = merge_condition(conditions, cond, rfc3339(self.clock()))
-            patched = await self.client.merge_patch(
-                f"{path}/status", {"metadata": {"uid": pod.uid}, "status": {"conditions": merged}})
-            if patched.status == 404:
-                return True
-            if not patched.ok:
-                log.warning("cannot mark pod", kind="Pod", namespace=ns, name=name, status=patched.status)
-                return False
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}}
         if self.settings.use_eviction_api:
             resp = await self.client.post(f"{path}/eviction", {
@@ -179,7 +175,7 @@ class EvictionController:
                 return False
         else:
             resp = await self.client.delete(path, options)
-        if resp.ok or resp.status in (404, 409):  # 409: a precondition says it is another pod now
+        if resp.ok or resp.status in (404, 409):
             log.info("evicted pod", kind="Pod", namespace=ns, name=name, reasons=sorted(pod.reasons))
             return True
         log.warning("cannot delete pod", kind="Pod", namespace=ns, name=name, status=resp.status)

@@ -32,8 +32,8 @@ def register(registry: kopf.OperatorRegistry, tracker: Tracker, settings: Any, *
              client: KubeClient | None = None) -> EvictionController:
     if not any(isinstance(o, TaintRuleOverlay) for o in tracker.overlays):
         tracker.register_overlay(TaintRuleOverlay())
-    api = client or KubeClient(qps=float(getattr(settings, "qps", 100.0)),
-                               burst=int(getattr(settings, "burst", 200)))
+    api = client or KubeClient(qps=float(getattr(settings, "qps", 200.0)),
+                               burst=int(getattr(settings, "burst", 400)))
     controller = EvictionController(tracker, api, settings_from(settings))
     tasks: list[asyncio.Task[None]] = []
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import aiohttp
 
-DEFAULT_QPS = 100.0
-DEFAULT_BURST = 200
+DEFAULT_QPS = 200.0
+DEFAULT_BURST = 400
 
 
 @dataclass(frozen=True)
