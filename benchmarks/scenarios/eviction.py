@@ -41,7 +41,7 @@ def decisions(quick: bool) -> dict[str, Any]:
 
 def end_to_end(pods: int, workers: int) -> float:
     from operators.apiserver.runner import ServerThread, kubeconfig
-    from operators.apiserver.testing import OperatorThread
+    from operators.cli.operator_thread import OperatorThread
     from tests.apiserver.http import call
 
     server = ServerThread().start()

@@ -58,7 +58,7 @@ def build(controllers: list[str], settings: Any) -> tuple[Any, Any, dict[str, An
     import kopf
 
     from operators.cli.state import standard_overlays
-    from operators.kube.feed import register_feed
+    from operators.kube.feed import SyncGate, register_feed
     from operators.tracker import Tracker
 
     registry = kopf.OperatorRegistry()
@@ -68,12 +68,28 @@ def build(controllers: list[str], settings: Any) -> tuple[Any, Any, dict[str, An
     feeds: list[str] = []
     for name in controllers:
         feeds += [k for k in FEEDS[name] if k not in feeds]
-    register_feed(registry, tracker, feeds)
+    gate = SyncGate()
+    seen = register_feed(registry, tracker, feeds, gate)
+
+    @kopf.on.startup(registry=registry)
+    async def initial_sync(**_: Any) -> None:
+        from operators.kube.client import KubeClient
+
+        gate.primed.clear()
+        gate.done.clear()
+        client = KubeClient()
+        try:
+            # Not awaited here: kopf starts its watches only after startup handlers.
+            asyncio.get_running_loop().create_task(_prime(gate, feeds, client, seen))
+        except Exception:
+            await client.close()
+            raise
+
     started: dict[str, Any] = {}
     if "eviction" in controllers:
         from operators.eviction.handlers import register as register_eviction
 
-        started["eviction"] = register_eviction(registry, tracker, settings)
+        started["eviction"] = register_eviction(registry, tracker, settings, ready=gate.wait)
     if "patches" in controllers:
         from operators.patches.handlers import register as register_patches
 
@@ -95,6 +111,13 @@ def build(controllers: list[str], settings: Any) -> tuple[Any, Any, dict[str, An
         settings.persistence.finalizer = "resource.draco.dev/kopf-finalizer"
 
     return registry, tracker, started
+
+
+async def _prime(gate: Any, feeds: list[str], client: Any, seen: Any) -> None:
+    try:
+        await gate.prime(feeds, client, seen)
+    finally:
+        await client.close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ this module starts the controller loop on startup and stops it on cleanup.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
@@ -29,7 +30,9 @@ def settings_from(settings: Any) -> EvictionSettings:
 
 
 def register(registry: kopf.OperatorRegistry, tracker: Tracker, settings: Any, *,
-             client: KubeClient | None = None) -> EvictionController:
+             client: KubeClient | None = None,
+             ready: Callable[[], Awaitable[Any]] | None = None) -> EvictionController:
+    """Wire the controller; `ready` is awaited before its first decision (initial sync)."""
     if not any(isinstance(o, TaintRuleOverlay) for o in tracker.overlays):
         tracker.register_overlay(TaintRuleOverlay())
     api = client or KubeClient(qps=float(getattr(settings, "qps", 200.0)),
@@ -42,7 +45,12 @@ def register(registry: kopf.OperatorRegistry, tracker: Tracker, settings: Any, *
         # Rebind to the operator's loop (the controller may be built before it runs).
         controller.wake = asyncio.Event()
         controller.sem = asyncio.Semaphore(controller.settings.workers)
-        tasks.append(asyncio.create_task(controller.run(), name="draco-eviction"))
+        async def main() -> None:
+            if ready is not None:
+                await ready()
+            await controller.run()
+
+        tasks.append(asyncio.create_task(main(), name="draco-eviction"))
 
     @kopf.on.cleanup(registry=registry)
     async def stop_eviction(**_: Any) -> None:

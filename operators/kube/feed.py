@@ -6,6 +6,7 @@ objects (state-changing handlers would annotate every ResourceSlice and Pod).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -26,7 +27,10 @@ WATCHED: dict[str, tuple[str, str, str]] = {
 }
 
 
-def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iterable[str]) -> None:
+def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iterable[str],
+                  gate: SyncGate | None = None) -> dict[str, set[tuple[str, str]]]:
+    """Feed `kinds` into the tracker; returns the keys seen so far per kind (for the gate)."""
+    seen: dict[str, set[tuple[str, str]]] = {}
     for kind in kinds:
         group, version, plural = WATCHED[kind]
 
@@ -37,6 +41,10 @@ def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iter
                     return
                 change = tracker.apply({"type": event.get("type") or "ADDED",
                                         "object": {"kind": kind, **dict(body)}})
+                meta = body.get("metadata") or {}
+                seen.setdefault(kind, set()).add((meta.get("namespace") or "", meta.get("name") or ""))
+                if gate is not None:
+                    gate.observe(kind, body)
                 for err in change.errors:
                     log.error("bad object", kind=err.ref.kind, namespace=err.ref.namespace,
                               name=err.ref.name, error=str(err))
@@ -44,3 +52,54 @@ def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iter
             return feed
 
         kopf.on.event(group=group, version=version, plural=plural, registry=registry)(make(kind, plural))
+    return seen
+
+
+class SyncGate:
+    """Holds controllers back until kopf's initial listing reached the tracker.
+
+    kopf's watch streams deliver the initial state object by object with no
+    end-of-list marker; a controller that decided before all kinds arrived could see a
+    rule but not yet its pods. Upstream waits for informer sync; draco lists each kind
+    once at startup and waits until the feed has delivered every object of that list
+    (objects deleted meanwhile are released when their DELETED event arrives).
+    """
+
+    def __init__(self) -> None:
+        self.expected: dict[str, set[tuple[str, str]]] = {}
+        self.primed = asyncio.Event()
+        self.done = asyncio.Event()
+
+    def observe(self, kind: str, body: Mapping[str, Any]) -> None:
+        waiting = self.expected.get(kind)
+        if waiting:
+            meta = body.get("metadata") or {}
+            waiting.discard((meta.get("namespace") or "", meta.get("name") or ""))
+            self._check()
+
+    def _check(self) -> None:
+        if self.primed.is_set() and not any(self.expected.values()):
+            self.done.set()
+
+    async def prime(self, kinds: Iterable[str], client: Any, seen: Mapping[str, set[tuple[str, str]]]) -> None:
+        for kind in kinds:
+            group, version, plural = WATCHED[kind]
+            prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+            resp = await client.get(f"{prefix}/{plural}")
+            if not resp.ok:
+                log.warning("cannot list for the initial sync", kind=kind, status=resp.status)
+                continue
+            keys = {((i.get("metadata") or {}).get("namespace") or "", (i.get("metadata") or {}).get("name") or "")
+                    for i in (resp.body or {}).get("items") or []}
+            self.expected[kind] = keys - seen.get(kind, set())
+        self.primed.set()
+        self._check()
+
+    async def wait(self, timeout: float = 30.0) -> bool:
+        try:
+            await asyncio.wait_for(self.done.wait(), timeout)
+            return True
+        except TimeoutError:
+            log.warning("initial sync incomplete; continuing", missing={
+                k: len(v) for k, v in self.expected.items() if v})
+            return False

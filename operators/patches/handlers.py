@@ -10,6 +10,7 @@ status follows slice, class and patch changes alike.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -18,7 +19,7 @@ import kopf
 
 from operators.patches.reporter import PatchReporter, PatchWriter
 from operators.tracker import Tracker
-from operators.tracker.slice_patches import SlicePatchOverlay
+from operators.tracker.slice_patches import KIND, SlicePatchOverlay
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,11 @@ def overlay_of(tracker: Tracker) -> SlicePatchOverlay:
 
 
 def default_writer(settings: Any) -> PatchWriter:
+    from operators.kube.client import DEFAULT_BURST, DEFAULT_QPS, KubeClient
     from operators.patches.kube_writer import KubePatchWriter
 
-    return KubePatchWriter()
+    return KubePatchWriter(KubeClient(qps=float(getattr(settings, "qps", DEFAULT_QPS)),
+                                      burst=int(getattr(settings, "burst", DEFAULT_BURST))))
 
 
 def register(
@@ -52,7 +55,8 @@ def register(
 ) -> PatchReporter:
     """Wire the reporter into `registry`; returns it (tests read its counters)."""
     overlay = overlay_of(tracker)
-    reporter = PatchReporter(tracker, overlay, writer or default_writer(settings),
+    out = writer or default_writer(settings)
+    reporter = PatchReporter(tracker, overlay, out,
                              debounce=float(getattr(settings, "patches_debounce", 0.2)))
     tasks: list[asyncio.Task[None]] = []
 
@@ -63,7 +67,7 @@ def register(
         if not isinstance(body, Mapping):
             return
         # Bad specs are reported by the tracker/overlay and become a Faulty condition.
-        tracker.apply({"type": etype, "object": dict(body)})
+        tracker.apply({"type": etype, "object": {"kind": KIND, **dict(body)}})
         reporter.observe(etype, body)
 
     @kopf.on.startup(registry=registry)
@@ -74,6 +78,11 @@ def register(
     async def stop_patch_reporter(**_: Any) -> None:
         for task in tasks:
             task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         tasks.clear()
+        close = getattr(out, "close", None)
+        if close is not None:
+            await close()
 
     return reporter

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
+
+import structlog
 
 from operators.patches import metrics
 from operators.patches.report import EventLedger, EventSpec, desired_status, status_differs
 from operators.tracker import Change, Tracker
 from operators.tracker.slice_patches import KIND, SlicePatchOverlay
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("draco.patches")
 
 API_VERSION = "resource.draco.dev/v1alpha1"
 
@@ -111,8 +112,8 @@ class PatchReporter:
                     await self.sync_once()
                 except asyncio.CancelledError:
                     raise
-                except Exception:  # a failed write is retried on the next pass
-                    log.exception("ResourceSlicePatch reporting failed")
+                except Exception as exc:  # a failed write is retried on the next pass
+                    log.error("reporting failed, retrying", kind=KIND, error=str(exc))
                     self._wake.set()
                     await asyncio.sleep(1.0)
         finally:
@@ -136,6 +137,10 @@ class PatchReporter:
             desired = desired_status(report, current, now)
             if status_differs(current, desired):
                 await self.writer.patch_status(name, desired)
+                cond = desired["conditions"][-1]
+                log.info("patch status", kind=KIND, name=name,
+                         matched_devices=desired["matchedDevices"], faulty=cond["status"],
+                         reason=cond["reason"], generation=desired["observedGeneration"])
                 self.status[name] = desired
                 metrics.STATUS_WRITES.inc()
                 writes += 1
@@ -143,6 +148,8 @@ class PatchReporter:
                 involved = {"apiVersion": API_VERSION, "kind": KIND, "name": name,
                             "uid": self.uids.get(name, "")}
                 await self.writer.post_event(involved, event)
+                log.warning("patch event", kind=KIND, name=name, reason=event.reason,
+                            message=event.message)
                 metrics.EVENTS.labels(event.reason).inc()
                 writes += 1
         return writes

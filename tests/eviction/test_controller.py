@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from operators.apiserver.testing import EmbeddedCluster, Kubectl, OperatorThread, wait_for
+from operators.apiserver.testing import EmbeddedCluster, Kubectl, wait_for
+from operators.cli.operator_thread import OperatorThread
 from tests.apiserver.http import call
 
 RULES = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
@@ -169,3 +170,25 @@ def test_eviction_api_mode_respects_a_disruption_budget(cluster: EmbeddedCluster
     assert pod_exists(cluster, "guarded")
     kubectl("delete", "pdb", "keep")
     wait_for(lambda: not pod_exists(cluster, "guarded"), 20, what="eviction once the budget is gone")
+
+
+def test_restart_mid_eviction_finishes_without_double_eviction(
+        cluster: EmbeddedCluster, kubectl: Kubectl, operator: Any) -> None:
+    devices = [f"d{i}" for i in range(12)]
+    make_devices(cluster, devices)
+    for i, d in enumerate(devices):
+        make_pod_with_claim(cluster, f"p{i}", d)
+    slow = operator(SimpleNamespace(**{**vars(SETTINGS), "qps": 6.0, "burst": 1, "eviction_workers": 1}))
+    kubectl("apply", "-f", "-", input=rule("drain", "NoExecute", {}))
+    wait_for(lambda: sum(pod_exists(cluster, f"p{i}") for i in range(12)) < 12, 20, what="a first eviction")
+    slow.stop()
+    left = sum(pod_exists(cluster, f"p{i}") for i in range(12))
+    assert 0 < left < 12, "the restart must happen mid-eviction"
+    operator()
+    kubectl("wait", "--for=condition=EvictionInProgress=false", "devicetaintrule/drain", "--timeout=30s")
+    assert not any(pod_exists(cluster, f"p{i}") for i in range(12))
+    deletions = [o["metadata"]["uid"] for t, o in history(cluster) if t == "DELETED" and o["kind"] == "Pod"]
+    assert len(deletions) == len(set(deletions)) == 12
+    cond = condition(cluster, "drain")
+    assert cond is not None and cond["reason"] == "Completed"
+    assert cond["message"] == f"{left} pod{'s' if left != 1 else ''} evicted since starting the controller."

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
-from operator_thread import OperatorThread
 from patch_builders import class_obj, patch_obj, slice_obj
 
 from operators.apiserver.testing import EmbeddedCluster, Kubectl, wait_for
+from operators.cli.operator_thread import OperatorThread
+from operators.patches.reporter import PatchReporter
 
 GPU = "gpu.example.com"
+SETTINGS = SimpleNamespace(qps=200.0, burst=400, patches_debounce=0.05)
 
 
 @pytest.fixture
-def operator(cluster: EmbeddedCluster) -> Iterator[OperatorThread]:
-    op = OperatorThread(cluster.url).start()
+def operator(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[PatchReporter]:
+    """`draco run --controllers patches` against the embedded server."""
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    op = OperatorThread(["patches"], SETTINGS).start()
     try:
-        yield op
+        yield op.controllers["patches"]
     finally:
         op.stop()
 
@@ -52,7 +57,7 @@ def events_of(kubectl: Kubectl, name: str) -> list[dict[str, Any]]:
 
 
 def test_a_faulty_patch_gets_its_event_and_condition_and_fixing_it_clears_them(
-    kubectl: Kubectl, operator: OperatorThread
+    kubectl: Kubectl, operator: PatchReporter
 ) -> None:
     apply(kubectl, slice_obj("node-a-gpu", GPU, "node-a", gpus(6)))
     bad = f'device.attributes["{GPU}"].memory > 40'
@@ -78,7 +83,7 @@ def test_a_faulty_patch_gets_its_event_and_condition_and_fixing_it_clears_them(
     assert len(events_of(kubectl, "big")) == 1
 
 
-def test_matched_devices_follow_slice_changes(kubectl: Kubectl, operator: OperatorThread) -> None:
+def test_matched_devices_follow_slice_changes(kubectl: Kubectl, operator: PatchReporter) -> None:
     apply(kubectl, patch_obj("h100", filter={"driver": GPU, "selectors": [
         f'device.attributes["{GPU}"].model == "H100"']}))
     apply(kubectl, slice_obj("node-a-gpu", GPU, "node-a", gpus(4)))
@@ -98,7 +103,7 @@ def test_matched_devices_follow_slice_changes(kubectl: Kubectl, operator: Operat
 
 
 def test_bad_input_is_reported_once_per_generation(
-    kubectl: Kubectl, operator: OperatorThread
+    kubectl: Kubectl, operator: PatchReporter
 ) -> None:
     apply(kubectl, slice_obj("node-a-gpu", GPU, "node-a", gpus(2)),
           class_obj("broken", [f'device.attributes["{GPU}"].nope == 1']))
@@ -124,7 +129,7 @@ def test_bad_input_is_reported_once_per_generation(
 
     # More slice churn in the same generation: no more Events about the syntax error.
     apply(kubectl, slice_obj("node-b-gpu", GPU, "node-b", gpus(5)))
-    wait_for(lambda: operator.reporter.passes >= 3, what="reporter passes")
+    wait_for(lambda: operator.passes >= 3, what="reporter passes")
     (event,) = wait_for(lambda: events_of(kubectl, "syntax"), what="the syntax Event")
     assert event["reason"] == "InvalidSelector"
     assert events_of(kubectl, "via-broken-class") == []

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from kubernetes import client
 
-from operators.patches.kube_writer import KubePatchWriter
+from operators.kube.client import Credentials, KubeClient
+from operators.patches.kube_writer import KubePatchWriter, StatusWriteError
 from operators.patches.report import EventSpec
 
 
@@ -34,8 +34,10 @@ async def recorder() -> Any:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    config = client.Configuration(host=f"http://127.0.0.1:{port}")
-    yield KubePatchWriter(client.ApiClient(config)), seen
+    kube = KubeClient(Credentials(f"http://127.0.0.1:{port}", {}, False), retries=0)
+    writer = KubePatchWriter(kube)
+    yield writer, seen
+    await writer.close()
     await runner.cleanup()
 
 
@@ -50,7 +52,7 @@ async def test_status_is_a_merge_patch_on_the_subresource(recorder: Any) -> None
 async def test_a_deleted_patch_needs_no_status_but_other_failures_raise(recorder: Any) -> None:
     writer, _ = recorder
     await writer.patch_status("missing", {})
-    with pytest.raises(client.ApiException):
+    with pytest.raises(StatusWriteError, match="HTTP 500"):
         await writer.patch_status("broken", {})
 
 
