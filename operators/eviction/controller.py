@@ -57,6 +57,7 @@ class _RuleState:
     effect: str | None = None
     effect_since: datetime | None = None
     written_generation: int | None = None
+    announced: int = 0  # evictions already reported in an Event on the rule
     evicted_claims: dict[str, set[str]] = field(default_factory=dict)  # device -> claim uids
     warned: set[str] = field(default_factory=set)
 
@@ -291,6 +292,11 @@ class EvictionController:
             f"{RULES_PATH}/{rule.name}/status",
             {"metadata": {"uid": rule.meta.uid}, "status": {"conditions": conditions}})
         if resp.ok:
+            if state.evicted > state.announced:
+                await self.events.emit(self._involved(rule), "PodsEvicted",
+                                       f"{state.evicted} pod(s) evicted for this rule since the "
+                                       f"controller started; {cond.counts.pending_pods} still pending")
+                state.announced = state.evicted
             if rule.effect == "None":
                 state.written_generation = rule.meta.generation
             log.info("rule condition", kind="DeviceTaintRule", name=rule.name, status=cond.status,

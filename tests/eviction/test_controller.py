@@ -110,6 +110,7 @@ def test_noexecute_rule_evicts_and_kubectl_wait_returns(cluster: EmbeddedCluster
     assert marked and marked[0]["status"]["conditions"][-1]["reason"] == "DeletionByDeviceTaintManager"
     events = json.loads(kubectl("get", "events", "-o", "json").stdout)["items"]
     assert any(e["reason"] == "DeviceTaintManagerEviction" and e["involvedObject"]["name"] == "a" for e in events)
+    assert any(e["reason"] == "PodsEvicted" and e["involvedObject"]["name"] == "maint" for e in events)
     # the controller stamped timeAdded (whole seconds), as upstream's apiserver would have
     stored = cluster.get("resource.draco.dev", "v1alpha1", "devicetaintrules", "maint")
     assert stored is not None and stored["spec"]["taint"]["timeAdded"].endswith("Z")
