@@ -48,7 +48,8 @@ def configure_logging(fmt: str) -> None:
     renderer: Any = (structlog.processors.JSONRenderer() if json_logs
                      else structlog.dev.ConsoleRenderer(colors=False))
     structlog.configure(processors=[structlog.processors.add_log_level,
-                                    structlog.processors.TimeStamper(fmt="iso"), renderer])
+                                    structlog.processors.TimeStamper(fmt="iso"), renderer],
+                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     # kopf reports every low-level event handler at INFO; draco logs what it does itself.
     logging.getLogger("kopf").setLevel(logging.WARNING)
