@@ -6,11 +6,11 @@ Attribute and capacity maps are keyed by the fully qualified name so that `model
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from operators.model import fields as f
 from operators.model.errors import FieldError
@@ -54,6 +54,9 @@ class PoolID(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.driver}/{self.pool}"
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,44 +254,33 @@ def parse_capacity_value(value: object) -> str:
     return s
 
 
-def _attributes(d: Mapping[str, Any], driver: str) -> Mapping[str, Attribute]:
-    raw = f.obj(d, "attributes")
+def _qualified_map(d: Mapping[str, Any], key: str, driver: str, parse: Callable[[Any], T]) -> Mapping[str, T]:
+    """`attributes` or `capacity`, keyed by qualified name; a short name and its qualified
+    spelling naming the same entry is an error, since upstream treats them as one."""
+    raw = f.obj(d, key)
     if not raw:
         return f.EMPTY_MAP
-    out: dict[str, Attribute] = {}
+    what = "attribute" if key == "attributes" else key
+    out: dict[str, T] = {}
     for name, value in raw.items():
         try:
             if not isinstance(name, str) or not name:
-                raise FieldError("attribute names must be non-empty strings")
+                raise FieldError(f"{key} names must be non-empty strings")
             q = qualify(name, driver)
             if q in out:
-                raise FieldError(
-                    f"duplicate of attribute {q!r} (unqualified names belong to the driver)"
-                )
-            out[q] = parse_attribute(value)
+                raise FieldError(f"duplicate of {what} {q!r} (unqualified names belong to the driver)")
+            out[q] = parse(value)
         except FieldError as e:
-            raise e.at(str(name)).at("attributes") from None
+            raise e.at(str(name)).at(key) from None
     return MappingProxyType(out)
+
+
+def _attributes(d: Mapping[str, Any], driver: str) -> Mapping[str, Attribute]:
+    return _qualified_map(d, "attributes", driver, parse_attribute)
 
 
 def _capacity(d: Mapping[str, Any], driver: str) -> Mapping[str, str]:
-    raw = f.obj(d, "capacity")
-    if not raw:
-        return f.EMPTY_MAP
-    out: dict[str, str] = {}
-    for name, value in raw.items():
-        try:
-            if not isinstance(name, str) or not name:
-                raise FieldError("capacity names must be non-empty strings")
-            q = qualify(name, driver)
-            if q in out:
-                raise FieldError(
-                    f"duplicate of capacity {q!r} (unqualified names belong to the driver)"
-                )
-            out[q] = parse_capacity_value(value)
-        except FieldError as e:
-            raise e.at(str(name)).at("capacity") from None
-    return MappingProxyType(out)
+    return _qualified_map(d, "capacity", driver, parse_capacity_value)
 
 
 def parse_taint(d: object, source: str = "") -> DeviceTaint:

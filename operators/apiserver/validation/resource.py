@@ -7,6 +7,7 @@ from typing import Any
 from operators.apiserver.validation import names
 from operators.apiserver.validation.causes import (
     Cause,
+    duplicate,
     forbidden,
     invalid,
     not_supported,
@@ -89,8 +90,7 @@ def claim_spec(spec: Any, path: str) -> list[Cause]:
         p = f"{path}.devices.requests[{i}]"
         out += names.dns_label(r.get("name"), f"{p}.name")
         if r.get("name") in seen:
-            out.append({"reason": "FieldValueDuplicate", "field": f"{p}.name",
-                        "message": f'Duplicate value: "{r.get("name")}"'})
+            out.append(duplicate(f"{p}.name", r.get("name")))
         seen.add(r.get("name"))
         has_exact, has_first = r.get("exactly") is not None, r.get("firstAvailable") is not None
         if has_exact == has_first:
@@ -108,8 +108,7 @@ def claim_spec(spec: Any, path: str) -> list[Cause]:
                 sp = f"{p}.firstAvailable[{j}]"
                 out += names.dns_label(s.get("name"), f"{sp}.name")
                 if s.get("name") in sub_seen:
-                    out.append({"reason": "FieldValueDuplicate", "field": f"{sp}.name",
-                                "message": f'Duplicate value: "{s.get("name")}"'})
+                    out.append(duplicate(f"{sp}.name", s.get("name")))
                 sub_seen.add(s.get("name"))
                 out += _exact(s, sp)
     return out
@@ -164,8 +163,7 @@ def resource_slice(obj: dict[str, Any]) -> list[Cause]:
         p = f"spec.devices[{i}]"
         out += names.dns_label(d.get("name"), f"{p}.name")
         if d.get("name") in seen:
-            out.append({"reason": "FieldValueDuplicate", "field": f"{p}.name",
-                        "message": f'Duplicate value: "{d.get("name")}"'})
+            out.append(duplicate(f"{p}.name", d.get("name")))
         seen.add(d.get("name"))
         attrs, caps = d.get("attributes") or {}, d.get("capacity") or {}
         if len(attrs) + len(caps) > MAX_ATTRIBUTES_AND_CAPACITY:
