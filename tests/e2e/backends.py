@@ -1,0 +1,228 @@
+"""The two API servers the end-to-end tests run on, behind one small interface.
+
+`EmbeddedBackend` is draco's own server (a fresh one per test). `RealBackend` is one
+namespace of a real upstream control plane started once per session by `hack/cluster`
+(kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kwok). Tests talk
+to both through plain HTTP and the real kubectl, never through the embedded server's
+internals, so the same assertions hold on both and the real server is the oracle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from operators.apiserver.testing import EmbeddedCluster, Kubectl, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+HACK_CLUSTER = ROOT / "hack" / "cluster"
+# Cluster-scoped kinds a test may create; a real-cluster test leaves none behind.
+CLUSTER_SCOPED = (
+    "/apis/resource.draco.dev/v1alpha1/devicetaintrules",
+    "/apis/resource.draco.dev/v1alpha1/resourceslicepatches",
+    "/apis/resource.k8s.io/v1/resourceslices",
+    "/apis/resource.k8s.io/v1/deviceclasses",
+)
+
+
+class RealCluster:
+    """A control plane started by `hack/cluster up` (or reused from DRACO_CLUSTER_DIR)."""
+
+    def __init__(self, directory: Path, owned: bool) -> None:
+        self.dir = directory
+        self.owned = owned
+        info = json.loads((directory / "cluster.json").read_text())
+        self.version: str = info["version"]
+        self.kubectl_binary: str = info["kubectl"]
+        self.audit_log = Path(info["audit_log"])
+        self.url = f"https://127.0.0.1:{info['ports']['apiserver']}"
+        pki = directory / "pki"
+        self.ssl = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        self.ssl.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        self.admin_kubeconfig = directory / "kubeconfig"
+
+    @classmethod
+    def start(cls, k8s: str, directory: Path, nodes: int = 2) -> RealCluster:
+        reuse = os.environ.get("DRACO_CLUSTER_DIR")
+        if reuse:
+            return cls(Path(reuse), owned=False).install_crds()
+        proc = subprocess.run(
+            [str(HACK_CLUSTER), "up", "--k8s", k8s, "--dir", str(directory), "--nodes", str(nodes)],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=3000,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"hack/cluster up --k8s {k8s} failed (exit {proc.returncode}):\n"
+                               f"{proc.stderr[-4000:]}")
+        return cls(directory, owned=True).install_crds()
+
+    def install_crds(self) -> RealCluster:
+        """`kubectl apply -f crds/`, as a user installs draco's CRDs."""
+        cluster = self
+        crds = subprocess.run(
+            [cluster.kubectl_binary, "--kubeconfig", str(cluster.admin_kubeconfig), "apply",
+             "-f", str(ROOT / "crds")], capture_output=True, text=True, timeout=60)
+        if crds.returncode != 0:
+            cluster.stop()
+            raise RuntimeError(f"kubectl apply -f crds/ failed on the real cluster:\n{crds.stderr}")
+        subprocess.run(
+            [cluster.kubectl_binary, "--kubeconfig", str(cluster.admin_kubeconfig), "wait",
+             "--for=condition=Established", "crd", "--all", "--timeout=60s"],
+            capture_output=True, text=True, timeout=90, check=True)
+        return self
+
+    def stop(self) -> None:
+        if self.owned:
+            subprocess.run([str(HACK_CLUSTER), "down", "--dir", str(self.dir)],
+                           capture_output=True, timeout=60)
+
+
+class Backend:
+    """One test's view of an API server: a namespace, a kubeconfig, HTTP and kubectl."""
+
+    name: str
+    url: str
+    kubeconfig: Path
+    kubectl: Kubectl
+    ns: str
+    node = "node-0"
+    ssl_context: ssl.SSLContext | None = None
+
+    def request(self, method: str, path: str, body: Any = None,
+                content_type: str = "application/json") -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": content_type,
+                                              "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30, context=self.ssl_context) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            try:
+                return err.code, json.loads(raw or b"null")
+            except ValueError:
+                return err.code, raw.decode(errors="replace")
+
+    def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        code, body = self.request("POST", path, obj)
+        assert code == 201, f"POST {path} answered {code}: {body}"
+        return dict(body)
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        code, body = self.request("PATCH", path, patch, "application/merge-patch+json")
+        assert code == 200, f"PATCH {path} answered {code}: {body}"
+        return dict(body)
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        code, body = self.request("GET", path)
+        if code == 404:
+            return None
+        assert code == 200, f"GET {path} answered {code}: {body}"
+        return dict(body)
+
+    def events(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        body = self.get(f"/api/v1/namespaces/{namespace or self.ns}/events") or {}
+        return list(body.get("items", []))
+
+    def write_kubeconfig(self, base: dict[str, Any], workdir: Path) -> Path:
+        """The base kubeconfig with this test's namespace as the context's default."""
+        cfg = json.loads(json.dumps(base))
+        for ctx in cfg["contexts"]:
+            ctx["context"]["namespace"] = self.ns
+        path = workdir / "kubeconfig"
+        path.write_text(yaml.safe_dump(cfg))
+        return path
+
+    @contextmanager
+    def watching(self, path: str) -> Iterator[list[dict[str, Any]]]:
+        """Record every watch event on PATH (a collection) while the block runs."""
+        code, listed = self.request("GET", path)
+        assert code == 200, listed
+        rv = listed["metadata"]["resourceVersion"]
+        events: list[dict[str, Any]] = []
+        stop = threading.Event()
+        sep = "&" if "?" in path else "?"
+        url = f"{self.url}{path}{sep}watch=1&resourceVersion={rv}&timeoutSeconds=600"
+
+        def run() -> None:
+            try:
+                with urllib.request.urlopen(url, timeout=600, context=self.ssl_context) as resp:
+                    for line in resp:
+                        if stop.is_set():
+                            return
+                        if line.strip():
+                            events.append(json.loads(line))
+            except OSError:
+                return
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        try:
+            yield events
+        finally:
+            stop.set()
+
+    def cleanup(self) -> None:
+        """Leave nothing behind that a later test could see."""
+
+
+class EmbeddedBackend(Backend):
+    name = "embedded"
+
+    def __init__(self, workdir: Path) -> None:
+        self.cluster = EmbeddedCluster(workdir)
+        self.url = self.cluster.url
+        self.ns = "e2e"
+        self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": self.ns}})
+        self.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                       "metadata": {"name": self.node}})
+        base = yaml.safe_load(self.cluster.kubeconfig.read_text())
+        self.kubeconfig = self.write_kubeconfig(base, workdir)
+        self.kubectl = Kubectl(self.kubeconfig)
+
+    def cleanup(self) -> None:
+        self.cluster.stop()
+
+
+class RealBackend(Backend):
+    name = "real"
+
+    def __init__(self, cluster: RealCluster, workdir: Path) -> None:
+        self.cluster = cluster
+        self.url = cluster.url
+        self.ssl_context = cluster.ssl
+        self.ns = f"e2e-{uuid.uuid4().hex[:8]}"
+        self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": self.ns}})
+        base = yaml.safe_load(cluster.admin_kubeconfig.read_text())
+        self.kubeconfig = self.write_kubeconfig(base, workdir)
+        self.kubectl = Kubectl(self.kubeconfig)
+        self.kubectl.binary = cluster.kubectl_binary
+
+    def cleanup(self) -> None:
+        ns = f"/api/v1/namespaces/{self.ns}"
+        pods, claims = f"{ns}/pods", f"/apis/resource.k8s.io/v1/namespaces/{self.ns}/resourceclaims"
+        for path in (f"{pods}?gracePeriodSeconds=0", claims, *CLUSTER_SCOPED):
+            code, body = self.request("DELETE", path)
+            assert code == 200, f"cleanup: DELETE {path} answered {code}: {body}"
+        wait_for(lambda: not self.get(pods)["items"] and not self.get(claims)["items"],  # type: ignore[index]
+                 30, what=f"pods and claims of {self.ns} to be gone")
+        self.request("DELETE", ns)
+
+
+def quoted(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
