@@ -23,6 +23,12 @@ def discover() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(scenarios_pkg.__path__))
 
 
+def explicit_only(name: str) -> bool:
+    """Scenarios that build and start real clusters run only when named with --only."""
+    return bool(getattr(importlib.import_module(f"benchmarks.scenarios.{name}"),
+                        "EXPLICIT_ONLY", False))
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     headers = ("scenario", "draco", "baseline", "ratio", "note")
     cells = [list(headers)] + [
@@ -48,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default="benchmarks/results/latest.json", metavar="PATH",
                         help="where to write the JSON results")
     args = parser.parse_args(argv)
-    names = args.only or discover()
+    names = args.only or [n for n in discover() if not explicit_only(n)]
     unknown = sorted(set(names) - set(discover()))
     if unknown:
         parser.error(f"unknown scenario module(s): {', '.join(unknown)}")
