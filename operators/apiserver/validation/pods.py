@@ -204,9 +204,9 @@ def validate_pod_update(old: dict[str, Any], new: dict[str, Any]) -> list[Cause]
     _restore(munged, old_spec, "tolerations")
     # Scheduling gates: only deletions.
     old_gates = [g.get("name") for g in old_spec.get("schedulingGates") or []]
-    for g in new_spec.get("schedulingGates") or []:
+    for i, g in enumerate(new_spec.get("schedulingGates") or []):
         if g.get("name") not in old_gates:
-            out.append(forbidden("spec.schedulingGates",
+            out.append(forbidden(f"spec.schedulingGates[{i}].name",
                                  f"only deletion is allowed, but found new scheduling gate '{g.get('name')}'"))
     _restore(munged, old_spec, "schedulingGates")
     # KEP-3838: node selector and node affinity narrow while the stored pod is gated.
