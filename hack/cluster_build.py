@@ -1,0 +1,228 @@
+"""Building draco's test cluster: upstream components from their Go modules, cached.
+
+Each component is built at a pinned version into
+``${DRACO_CLUSTER_CACHE:-${XDG_CACHE_HOME:-~/.cache}/draco-cluster}/<component>-<version>/``
+with a ``.stamp`` written last: a finished build is never redone, an interrupted one
+always is, and a lock keeps two builds apart. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+KUBERNETES = {"1.34": "v1.34.4", "1.37": "v1.37.2"}
+ETCD = "v3.6.16"
+KWOK = "v0.8.0"
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+# The Stage objects kwokctl uses by default, shipped inside the kwok module.
+KWOK_STAGES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-complete.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+)
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+
+
+class ClusterError(Exception):
+    """A failure explained in one message; main() prints it without a traceback."""
+
+
+def say(message: str) -> None:
+    print(f"hack/cluster: {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def cache_root() -> Path:
+    explicit = os.environ.get("DRACO_CLUSTER_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "draco-cluster"
+
+
+def component_dir(name: str, version: str) -> Path:
+    return cache_root() / f"{name}-{version}"
+
+
+@contextlib.contextmanager
+def build_lock() -> Iterator[None]:
+    """One build at a time per cache, across processes (a second waits, then finds stamps)."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another build holds {root / '.lock'}; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def go_env() -> dict[str, str]:
+    if shutil.which("go") is None:
+        raise ClusterError(
+            "Go is not installed (the real test cluster is built from Go modules; "
+            "install Go >= 1.24 and put `go` on PATH)"
+        )
+    env = dict(os.environ)
+    env.update(
+        CGO_ENABLED="0",
+        GOTOOLCHAIN="local",
+        GOFLAGS="-mod=mod -buildvcs=false",
+        GOWORK="off",
+    )
+    return env
+
+
+def run_go(args: list[str], cwd: Path, log: Path) -> None:
+    with open(log, "a") as out:
+        out.write(f"$ go {' '.join(args)}\n")
+        out.flush()
+        proc = subprocess.run(
+            ["go", *args], cwd=cwd, env=go_env(), stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise ClusterError(f"`go {' '.join(args[:2])} …` failed (log: {log}):\n{tail}")
+
+
+def module_dir(module: str, version: str, workdir: Path, log: Path) -> Path:
+    """Where the Go module cache holds MODULE@VERSION (downloading it if needed)."""
+    with open(log, "a") as out:
+        proc = subprocess.run(
+            ["go", "mod", "download", "-json", f"{module}@{version}"], cwd=workdir,
+            env=go_env(), stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL,
+        )
+    if proc.returncode != 0:
+        raise ClusterError(f"cannot download Go module {module}@{version} (log: {log})")
+    return Path(json.loads(proc.stdout)["Dir"])
+
+
+def staged_modules(kubernetes_dir: Path) -> list[str]:
+    """The modules k8s.io/kubernetes's go.mod replaces with its ./staging tree."""
+    text = (kubernetes_dir / "go.mod").read_text()
+    return sorted(set(re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", text, re.M)))
+
+
+def build_component(name: str, version: str, build: Callable[[Path, Path, Path], None]) -> Path:
+    """Build into a scratch folder, then move it into place and stamp it last."""
+    final = component_dir(name, version)
+    if (final / ".stamp").exists():
+        return final
+    with build_lock():
+        if (final / ".stamp").exists():
+            return final
+        shutil.rmtree(final, ignore_errors=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=cache_root()))
+        started = time.monotonic()
+        say(f"building {name} {version} (log: {scratch}/build.log)")
+        try:
+            out = scratch / "out"
+            out.mkdir()
+            build(scratch, out, scratch / "build.log")
+        except BaseException:
+            say(f"build of {name} {version} did not finish; it will be redone next time")
+            raise
+        shutil.copy(scratch / "build.log", out / "build.log")
+        os.replace(out, final)
+        seconds = time.monotonic() - started
+        (final / ".stamp").write_text(
+            json.dumps({"component": name, "version": version, "seconds": round(seconds)}) + "\n"
+        )
+        shutil.rmtree(scratch, ignore_errors=True)
+        say(f"built {name} {version} in {seconds:.0f} s")
+    return final
+
+
+def wrapper_module(workdir: Path, requires: dict[str, str], replaces: dict[str, str]) -> None:
+    lines = ["module draco.invalid/cluster-build", "", "go 1.24.0", "", "require ("]
+    lines += [f"\t{mod} {ver}" for mod, ver in requires.items()]
+    lines.append(")")
+    if replaces:
+        lines += ["", "replace ("]
+        lines += [f"\t{mod} => {mod} {ver}" for mod, ver in replaces.items()]
+        lines.append(")")
+    (workdir / "go.mod").write_text("\n".join(lines) + "\n")
+
+
+def build_kubernetes(version: str) -> Path:
+    def build(work: Path, out: Path, log: Path) -> None:
+        kdir = module_dir("k8s.io/kubernetes", version, work, log)
+        staging_version = "v0." + version.split(".", 1)[1]  # v1.34.4 -> v0.34.4
+        wrapper_module(
+            work,
+            {"k8s.io/kubernetes": version},
+            {mod: staging_version for mod in staged_modules(kdir)},
+        )
+        major, minor = version.lstrip("v").split(".")[:2]
+        stamp = {
+            "gitVersion": version, "gitMajor": major, "gitMinor": minor,
+            "gitTreeState": "clean", "buildDate": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        ldflags = ["-s", "-w"]
+        for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+            ldflags += [f"-X {package}.{key}={value}" for key, value in stamp.items()]
+        run_go(
+            ["build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", str(out) + "/",
+             *[f"k8s.io/kubernetes/cmd/{binary}" for binary in KUBE_BINARIES]],
+            work, log,
+        )
+
+    return build_component("kubernetes", version, build)
+
+
+def build_etcd() -> Path:
+    def build(work: Path, out: Path, log: Path) -> None:
+        # Its own wrapper, so etcd's dependency versions never move Kubernetes'.
+        wrapper_module(work, {"go.etcd.io/etcd/server/v3": ETCD}, {})
+        run_go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "etcd"),
+                "go.etcd.io/etcd/server/v3"], work, log)
+
+    return build_component("etcd", ETCD, build)
+
+
+def build_kwok() -> Path:
+    def build(work: Path, out: Path, log: Path) -> None:
+        wrapper_module(work, {"sigs.k8s.io/kwok": KWOK}, {})
+        run_go(["build", "-trimpath", "-ldflags", f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={KWOK}",
+                "-o", str(out / "kwok"), "sigs.k8s.io/kwok/cmd/kwok"], work, log)
+        kdir = module_dir("sigs.k8s.io/kwok", KWOK, work, log)
+        stages = [(kdir / path).read_text().strip() for path in KWOK_STAGES]
+        (out / "stages.yaml").write_text("\n---\n".join(stages) + "\n")
+
+    return build_component("kwok", KWOK, build)
+
+
+def build_all(k8s: str) -> dict[str, Path]:
+    version = kubernetes_version(k8s)
+    started = time.monotonic()
+    paths = {"etcd": build_etcd(), "kwok": build_kwok(), "kubernetes": build_kubernetes(version)}
+    say(f"build for Kubernetes {version} ready in {time.monotonic() - started:.0f} s "
+        f"(cache: {cache_root()})")
+    return paths
+
+
+def kubernetes_version(k8s: str) -> str:
+    try:
+        return KUBERNETES[k8s]
+    except KeyError:
+        raise ClusterError(f"--k8s must be one of {', '.join(KUBERNETES)} (got {k8s!r})") from None
