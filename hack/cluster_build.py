@@ -132,6 +132,8 @@ def build_component(name: str, version: str, build: Callable[[Path, Path, Path],
         if (final / ".stamp").exists():
             return final
         shutil.rmtree(final, ignore_errors=True)
+        for stale in cache_root().glob(f".{name}-*"):  # a build killed before it finished
+            shutil.rmtree(stale, ignore_errors=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=cache_root()))
         started = time.monotonic()
         say(f"building {name} {version} (log: {scratch}/build.log)")
