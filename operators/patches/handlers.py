@@ -39,11 +39,13 @@ def overlay_of(tracker: Tracker) -> SlicePatchOverlay:
 
 
 def default_writer(settings: Any) -> PatchWriter:
-    from operators.kube.client import DEFAULT_BURST, DEFAULT_QPS, KubeClient
+    from operators.kube.client import DEFAULT_BURST, DEFAULT_QPS
+    from operators.kube.shared import shared_client
     from operators.patches.kube_writer import KubePatchWriter
 
-    return KubePatchWriter(KubeClient(qps=float(getattr(settings, "qps", DEFAULT_QPS)),
-                                      burst=int(getattr(settings, "burst", DEFAULT_BURST))))
+    # The process's rate limit, shared with every other controller `draco run` starts.
+    return KubePatchWriter(shared_client(qps=float(getattr(settings, "qps", DEFAULT_QPS)),
+                                         burst=int(getattr(settings, "burst", DEFAULT_BURST))))
 
 
 def register(

@@ -1,5 +1,9 @@
-"""The reporter's API writes, through draco's shared async client (`operators.kube`):
-a merge patch on the status subresource, and deduplicated core/v1 Events."""
+"""The reporter's API writes, through draco's one write path (`operators.kube`): a merge
+patch on the status subresource, and core/v1 Events, with the process's shared rate
+limit and the client's retries.
+
+No resourceVersion precondition (so no 409 handling): the reporter alone owns these
+status fields, and a blind merge patch cannot undo anyone else's change."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import structlog
 
 from operators.kube.client import KubeClient
 from operators.kube.events import EventRecorder
+from operators.kube.shared import shared_client
 from operators.patches.report import EventSpec
 
 log = structlog.get_logger("draco.patches")
@@ -24,7 +29,7 @@ class StatusWriteError(RuntimeError):
 
 class KubePatchWriter:
     def __init__(self, client: KubeClient | None = None) -> None:
-        self.client = client or KubeClient()
+        self.client = client or shared_client()
         # The reporter's ledger already decides when to speak (once per problem and
         # generation); the recorder's time-based dedup would swallow a new generation's
         # Event that happens to read the same.

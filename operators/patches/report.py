@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from operators.kube.conditions import rfc3339, transition_time
 from operators.tracker.slice_patches import PatchReport, problem_messages
 
 CONDITION = "Faulty"
@@ -32,10 +33,6 @@ REASON_NO_FAULTS = "NoFaults"
 MAX_EVENTS_PER_GENERATION = 5
 MAX_MESSAGE = 32_768  # metav1.Condition's limit
 MAX_EVENT_MESSAGE = 1_024  # what kubectl describe shows comfortably
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -85,9 +82,7 @@ def faulty_condition(
     else:
         status, reason = "False", REASON_NO_FAULTS
         message = f"the filter matches {report.matched_devices} devices without errors"
-    since = previous.get("lastTransitionTime") if previous else None
-    if not previous or previous.get("status") != status or not since:
-        since = rfc3339(now)
+    since = transition_time(previous, status, rfc3339(now))
     return {
         "type": CONDITION,
         "status": status,

@@ -14,6 +14,19 @@ claim_devices(key) / claims_of_pod(key) / pods_of_claim(key); `stats` counts wor
 `errors` holds the objects that could not be parsed.
 
 Overlay protocol: see `operators.tracker.overlay`.
+
+The package reads bottom-up; each module imports only those below it (an import-linter
+`layers` contract keeps it so):
+
+    change.py        what one apply changed (Change, ChangeBuilder)
+    overlay.py       the overlay interface and TrackerHandle, the tracker as overlays see it
+    views.py         the read-only results: DeviceView + compose, PoolStatus, Allocation
+    stats.py         work counters
+    pools.py         slices and pools (PoolState, SliceIndex)
+    usage.py         claims, pods and allocations (UsageIndex)
+    tracker.py       the Tracker: routing events, settling published devices, composing views
+    taint_rules.py   the DeviceTaintRule overlay       } overlays know only the interface,
+    slice_patches/   the ResourceSlicePatch overlay    } never the Tracker class
 """
 
 from operators.tracker.change import Change
@@ -24,6 +37,7 @@ from operators.tracker.overlay import (
     EventType,
     Overlay,
     OverlayBase,
+    TrackerHandle,
 )
 from operators.tracker.tracker import BUILTIN_KINDS, Subscriber, Tracker, TrackerStats
 from operators.tracker.views import Allocation, DeviceView, PoolStatus, compose
@@ -42,6 +56,7 @@ __all__ = [
     "PoolStatus",
     "Subscriber",
     "Tracker",
+    "TrackerHandle",
     "TrackerStats",
     "compose",
 ]

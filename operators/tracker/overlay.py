@@ -18,19 +18,22 @@ Contract (all calls happen inside `Tracker.apply`, single-threaded):
   attributes, never patched ones.
 * An overlay whose state changes on its own (a timer, a recompiled expression) calls
   `tracker.refresh(ids)`.
+
+Overlays see the tracker only through `TrackerHandle`, the read side it promises them,
+so this module sits below the `Tracker` class and overlays never import it: the
+dependencies in this package point one way (change, overlay < views < pools < tracker).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from operators.model import Attribute, DeviceID, DeviceTaint
-
-if TYPE_CHECKING:
-    from operators.tracker.tracker import Tracker
+from operators.model import Attribute, Device, DeviceClass, DeviceID, DeviceTaint, PoolID
+from operators.tracker.change import Change
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
@@ -64,12 +67,33 @@ class DeviceContribution:
         return not (self.attributes or self.capacity or self.taints)
 
 
+class TrackerHandle(Protocol):
+    """What an overlay may ask of the tracker it is bound to: the published devices (never
+    other overlays' output), the device universe, classes, and a way to recompose."""
+
+    def now(self) -> datetime: ...
+
+    def refresh(self, ids: Iterable[DeviceID]) -> Change: ...
+
+    def device_ids(self) -> Iterable[DeviceID]: ...
+
+    def published_device(self, device_id: DeviceID) -> Device | None: ...
+
+    def published_devices(self) -> Iterable[Device]: ...
+
+    def driver_pools(self, driver: str) -> list[PoolID]: ...
+
+    def pool_device_ids(self, pool_id: PoolID) -> list[DeviceID]: ...
+
+    def device_class(self, name: str) -> DeviceClass | None: ...
+
+
 @runtime_checkable
 class Overlay(Protocol):
     name: str
     kinds: frozenset[str]
 
-    def bind(self, tracker: Tracker) -> None: ...
+    def bind(self, tracker: TrackerHandle) -> None: ...
 
     def apply(self, event_type: EventType, obj: Any) -> Iterable[DeviceID]: ...
 
@@ -90,9 +114,9 @@ class OverlayBase:
     kinds: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
-        self.tracker: Tracker | None = None
+        self.tracker: TrackerHandle | None = None
 
-    def bind(self, tracker: Tracker) -> None:
+    def bind(self, tracker: TrackerHandle) -> None:
         self.tracker = tracker
 
     def apply(self, event_type: EventType, obj: Any) -> Iterable[DeviceID]:

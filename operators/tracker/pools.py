@@ -1,13 +1,16 @@
-"""Per-pool slice bookkeeping that keeps a slice update proportional to its devices.
+"""Slice and pool bookkeeping that keeps a slice update proportional to its devices.
 
 A pool's devices are those of its newest-generation slices. When a slice arrives at
 the current generation only its own device names are re-examined; a generation change
-(rare: the driver republishes the whole pool) rebuilds that pool alone.
+(rare: the driver republishes the whole pool) rebuilds that pool alone. `SliceIndex`
+holds every slice by name and its pool; the `Tracker` asks it which devices a slice
+event may have changed and settles their published devices itself.
 """
 
 from __future__ import annotations
 
-from operators.model import Device, PoolID, ResourceSlice
+from operators.model import Device, DeviceID, PoolID, ResourceSlice
+from operators.tracker.change import ChangeBuilder
 from operators.tracker.views import PoolStatus
 
 
@@ -146,3 +149,65 @@ class PoolState:
             if s.pool.generation == self.generation:
                 changed |= self._index(s)
         return changed
+
+
+class SliceIndex:
+    """Every ResourceSlice by name, grouped into pools and pools by driver.
+
+    The dicts are read directly by the `Tracker` (never rebound, so aliases stay valid).
+    """
+
+    __slots__ = ("slices", "pools", "driver_pools")
+
+    def __init__(self) -> None:
+        self.slices: dict[str, ResourceSlice] = {}
+        self.pools: dict[PoolID, PoolState] = {}
+        self.driver_pools: dict[str, set[PoolID]] = {}
+
+    def put(self, s: ResourceSlice, ch: ChangeBuilder) -> set[DeviceID]:
+        """Store the slice; returns the devices whose published winner may have changed
+        (none when the slice is the one already stored)."""
+        name = s.meta.name
+        old = self.slices.get(name)
+        self.slices[name] = s
+        if old is not None and (old is s or old == s):
+            return set()
+        ch.slices.add(name)
+        candidates: set[DeviceID] = set()
+        if old is not None and old.pool_id != s.pool_id:
+            candidates |= self._pool_remove(old.pool_id, name, ch)
+        pid = s.pool_id
+        st = self.pools.get(pid)
+        if st is None:
+            st = self.pools[pid] = PoolState(pid)
+            self.driver_pools.setdefault(pid.driver, set()).add(pid)
+        names = st.put(s)
+        ch.pools.add(pid)
+        candidates.update(DeviceID(pid.driver, pid.pool, n) for n in names)
+        return candidates
+
+    def remove(self, name: str, ch: ChangeBuilder) -> set[DeviceID]:
+        """Forget the slice; returns the devices whose published winner may have changed."""
+        old = self.slices.pop(name, None)
+        if old is None:
+            return set()
+        ch.slices.add(name)
+        return self._pool_remove(old.pool_id, name, ch)
+
+    def _pool_remove(self, pid: PoolID, slice_name: str, ch: ChangeBuilder) -> set[DeviceID]:
+        st = self.pools.get(pid)
+        if st is None:
+            return set()
+        names = st.remove(slice_name)
+        ch.pools.add(pid)
+        if not st.slices:
+            del self.pools[pid]
+            drv = self.driver_pools.get(pid.driver)
+            if drv is not None:
+                drv.discard(pid)
+                if not drv:
+                    del self.driver_pools[pid.driver]
+        return {DeviceID(pid.driver, pid.pool, n) for n in names}
+
+
+__all__ = ["PoolState", "SliceIndex"]

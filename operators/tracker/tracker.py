@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -34,7 +33,9 @@ from operators.model import (
 )
 from operators.tracker.change import Change, ChangeBuilder
 from operators.tracker.overlay import EventType, Overlay
-from operators.tracker.pools import PoolState
+from operators.tracker.pools import SliceIndex
+from operators.tracker.stats import TrackerStats
+from operators.tracker.usage import Moved, UsageIndex
 from operators.tracker.views import Allocation, DeviceView, PoolStatus, compose
 
 log = logging.getLogger(__name__)
@@ -47,43 +48,23 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(slots=True)
-class TrackerStats:
-    events: int = 0
-    parse_errors: int = 0
-    slice_updates: int = 0
-    device_updates: int = 0  # published devices re-examined
-    view_updates: int = 0  # device views recomposed
-    overlay_calls: int = 0
-    claim_updates: int = 0
-    pod_updates: int = 0
-    class_updates: int = 0
-    notifications: int = 0
-    subscriber_errors: int = 0
-
-    def snapshot(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
 class Tracker:
     def __init__(self, clock: Callable[[], datetime] = _utcnow) -> None:
         self.clock = clock
         self.stats = TrackerStats()
         self.errors: dict[ObjectRef, ModelError] = {}
         # devices
-        self._slices: dict[str, ResourceSlice] = {}
-        self._pools: dict[PoolID, PoolState] = {}
-        self._driver_pools: dict[str, set[PoolID]] = {}
+        self._slice_index = SliceIndex()
+        self._slices = self._slice_index.slices
+        self._pools = self._slice_index.pools
+        self._driver_pools = self._slice_index.driver_pools
         self._published: dict[DeviceID, Device] = {}
         self._views: dict[DeviceID, DeviceView] = {}
         self._classes: dict[str, DeviceClass] = {}
-        # usage
-        self._claims: dict[NamespacedName, ResourceClaim] = {}
-        self._pods: dict[NamespacedName, Pod] = {}
-        self._allocs: dict[DeviceID, dict[NamespacedName, tuple[Allocation, ...]]] = {}
-        self._claim_devices: dict[NamespacedName, frozenset[DeviceID]] = {}
-        self._pod_claims: dict[NamespacedName, tuple[NamespacedName, ...]] = {}
-        self._claim_ref_pods: dict[NamespacedName, set[NamespacedName]] = {}
+        # usage: claims, pods, allocations (`_allocs` aliases the index's dict, which the
+        # device side reads on every republish)
+        self._usage = UsageIndex()
+        self._allocs = self._usage.allocs
         # plumbing
         self._overlays: list[Overlay] = []
         self._overlay_kinds: dict[str, list[Overlay]] = {}
@@ -232,53 +213,39 @@ class Tracker:
     # ------------------------------------------------------------------ queries: usage
 
     def claim(self, key: NamespacedName) -> ResourceClaim | None:
-        return self._claims.get(key)
+        return self._usage.claims.get(key)
 
     def claims(self) -> Iterable[ResourceClaim]:
-        return self._claims.values()
+        return self._usage.claims.values()
 
     def pod(self, key: NamespacedName) -> Pod | None:
-        return self._pods.get(key)
+        return self._usage.pods.get(key)
 
     def pods(self) -> Iterable[Pod]:
-        return self._pods.values()
+        return self._usage.pods.values()
 
     def allocations(self, device_id: DeviceID) -> tuple[Allocation, ...]:
-        by_claim = self._allocs.get(device_id)
-        if not by_claim:
-            return ()
-        return tuple(a for claim in sorted(by_claim) for a in by_claim[claim])
+        return self._usage.allocations(device_id)
 
     def allocated_device_ids(self) -> Iterable[DeviceID]:
-        return self._allocs.keys()
+        return self._usage.allocated_device_ids()
 
     def is_allocated(self, device_id: DeviceID, *, include_admin_access: bool = False) -> bool:
         """Whether a claim holds the device; admin-access allocations do not count unless
         asked, because they do not make a device unavailable to others."""
-        by_claim = self._allocs.get(device_id)
-        if not by_claim:
-            return False
-        if include_admin_access:
-            return True
-        return any(not a.admin_access for allocs in by_claim.values() for a in allocs)
+        return self._usage.is_allocated(device_id, include_admin_access)
 
     def claim_devices(self, key: NamespacedName) -> frozenset[DeviceID]:
-        return self._claim_devices.get(key, frozenset())
+        return self._usage.claim_devices.get(key, frozenset())
 
     def claims_of_pod(self, key: NamespacedName) -> tuple[NamespacedName, ...]:
         """Claims the pod uses: direct names, template-generated ones (from its status)
         and its extended-resource claim."""
-        return self._pod_claims.get(key, ())
+        return self._usage.pod_claims.get(key, ())
 
     def pods_of_claim(self, key: NamespacedName) -> tuple[NamespacedName, ...]:
         """Pods reserved for the claim plus pods that reference it, sorted."""
-        out = set(self._claim_ref_pods.get(key, ()))
-        claim = self._claims.get(key)
-        if claim is not None:
-            for c in claim.reserved_for:
-                if c.is_pod:
-                    out.add(NamespacedName(key.namespace, c.name))
-        return tuple(sorted(out))
+        return self._usage.pods_of_claim(key)
 
     # ------------------------------------------------------------------ internals
 
@@ -351,7 +318,7 @@ class Tracker:
             elif kind == "ResourceClaim":
                 self._remove_claim(NamespacedName(ref.namespace, ref.name), ch)
             elif kind == "Pod":
-                self._remove_pod(NamespacedName(ref.namespace, ref.name), ch)
+                self._usage.remove_pod(NamespacedName(ref.namespace, ref.name), ch)
             for overlay in self._overlay_kinds.get(kind, ()):
                 self._route_to_overlay(overlay, "DELETED", previous, ch)
             return None
@@ -364,9 +331,9 @@ class Tracker:
         if kind == "DeviceClass":
             return self._classes.get(ref.name)
         if kind == "ResourceClaim":
-            return self._claims.get(NamespacedName(ref.namespace, ref.name))
+            return self._usage.claims.get(NamespacedName(ref.namespace, ref.name))
         if kind == "Pod":
-            return self._pods.get(NamespacedName(ref.namespace, ref.name))
+            return self._usage.pods.get(NamespacedName(ref.namespace, ref.name))
         return None
 
     def _record_error(self, err: ModelError, ch: ChangeBuilder) -> None:
@@ -420,46 +387,14 @@ class Tracker:
         if etype == "DELETED":
             self._remove_slice(s.meta.name, ch)
             return
-        name = s.meta.name
-        old = self._slices.get(name)
-        self._slices[name] = s
-        if old is not None and (old is s or old == s):
-            return
-        ch.slices.add(name)
-        candidates: set[DeviceID] = set()
-        if old is not None and old.pool_id != s.pool_id:
-            candidates |= self._pool_remove(old.pool_id, name, ch)
-        pid = s.pool_id
-        st = self._pools.get(pid)
-        if st is None:
-            st = self._pools[pid] = PoolState(pid)
-            self._driver_pools.setdefault(pid.driver, set()).add(pid)
-        names = st.put(s)
-        ch.pools.add(pid)
-        candidates.update(DeviceID(pid.driver, pid.pool, n) for n in names)
-        self._republish(candidates, ch)
+        candidates = self._slice_index.put(s, ch)
+        if candidates:
+            self._republish(candidates, ch)
 
     def _remove_slice(self, name: str, ch: ChangeBuilder) -> None:
-        old = self._slices.pop(name, None)
-        if old is None:
-            return
-        ch.slices.add(name)
-        self._republish(self._pool_remove(old.pool_id, name, ch), ch)
-
-    def _pool_remove(self, pid: PoolID, slice_name: str, ch: ChangeBuilder) -> set[DeviceID]:
-        st = self._pools.get(pid)
-        if st is None:
-            return set()
-        names = st.remove(slice_name)
-        ch.pools.add(pid)
-        if not st.slices:
-            del self._pools[pid]
-            drv = self._driver_pools.get(pid.driver)
-            if drv is not None:
-                drv.discard(pid)
-                if not drv:
-                    del self._driver_pools[pid.driver]
-        return {DeviceID(pid.driver, pid.pool, n) for n in names}
+        candidates = self._slice_index.remove(name, ch)
+        if candidates:
+            self._republish(candidates, ch)
 
     def _republish(self, candidates: set[DeviceID], ch: ChangeBuilder) -> None:
         """Settle the published device of each candidate and tell overlays what moved."""
@@ -526,102 +461,34 @@ class Tracker:
                 views[did] = view
                 ch.devices.add(did)
 
-    # -- claims
+    # -- claims and pods (the index lives in `usage`; only the universe is settled here)
 
     def _on_claim(self, etype: EventType, claim: ResourceClaim, ch: ChangeBuilder) -> None:
         self.stats.claim_updates += 1
-        key = claim.meta.key
         if etype == "DELETED":
-            self._remove_claim(key, ch)
+            self._remove_claim(claim.meta.key, ch)
             return
-        old = self._claims.get(key)
-        self._claims[key] = claim
-        if old is not claim and old != claim:
-            ch.claims.add(key)
-        self._set_allocations(key, claim, ch)
+        self._allocations_moved(self._usage.put_claim(claim, ch), ch)
 
     def _remove_claim(self, key: NamespacedName, ch: ChangeBuilder) -> None:
-        if self._claims.pop(key, None) is not None:
-            ch.claims.add(key)
-        self._set_allocations(key, None, ch)
+        self._allocations_moved(self._usage.remove_claim(key, ch), ch)
 
-    def _set_allocations(
-        self, key: NamespacedName, claim: ResourceClaim | None, ch: ChangeBuilder
-    ) -> None:
-        new: dict[DeviceID, tuple[Allocation, ...]] = {}
-        if claim is not None and claim.allocation is not None:
-            grouped: dict[DeviceID, list[Allocation]] = {}
-            for r in claim.allocation.results:
-                grouped.setdefault(r.id, []).append(Allocation(key, r.request, r.admin_access))
-            new = {d: tuple(a) for d, a in grouped.items()}
-        old_ids = self._claim_devices.get(key, frozenset())
-        if not new and not old_ids:
+    def _allocations_moved(self, moved: Moved, ch: ChangeBuilder) -> None:
+        """Unpublished devices enter or leave the universe with their first/last allocation."""
+        entered, left = moved
+        if not entered and not left:
             return
-        entered: set[DeviceID] = set()
-        left: set[DeviceID] = set()
-        for did in old_ids:
-            if did not in new:
-                by_claim = self._allocs.get(did)
-                if by_claim is not None:
-                    by_claim.pop(key, None)
-                    if not by_claim:
-                        del self._allocs[did]
-                        left.add(did)
-                ch.allocations.add(did)
-        for did, allocs in new.items():
-            by_claim = self._allocs.get(did)
-            if by_claim is None:
-                by_claim = self._allocs[did] = {}
-                entered.add(did)
-            if by_claim.get(key) != allocs:
-                by_claim[key] = allocs
-                ch.allocations.add(did)
-        if new:
-            self._claim_devices[key] = frozenset(new)
-        else:
-            self._claim_devices.pop(key, None)
-        # Unpublished devices enter or leave the universe with their first/last allocation.
-        added = {d for d in entered if d not in self._published}
-        removed = {d for d in left if d not in self._published}
+        published = self._published
+        added = {d for d in entered if d not in published}
+        removed = {d for d in left if d not in published}
         if added or removed:
             self._universe_changed(added, set(), removed, ch)
 
-    # -- pods
-
     def _on_pod(self, etype: EventType, pod: Pod, ch: ChangeBuilder) -> None:
         self.stats.pod_updates += 1
-        key = pod.meta.key
         if etype == "DELETED":
-            self._remove_pod(key, ch)
-            return
-        old = self._pods.get(key)
-        self._pods[key] = pod
-        if old is not pod and old != pod:
-            ch.pods.add(key)
-        self._set_pod_claims(key, pod.claim_keys())
-
-    def _remove_pod(self, key: NamespacedName, ch: ChangeBuilder) -> None:
-        if self._pods.pop(key, None) is not None:
-            ch.pods.add(key)
-        self._set_pod_claims(key, ())
-
-    def _set_pod_claims(self, key: NamespacedName, claims: tuple[NamespacedName, ...]) -> None:
-        old = self._pod_claims.get(key, ())
-        if old == claims:
-            return
-        for c in old:
-            if c not in claims:
-                pods = self._claim_ref_pods.get(c)
-                if pods is not None:
-                    pods.discard(key)
-                    if not pods:
-                        del self._claim_ref_pods[c]
-        for c in claims:
-            self._claim_ref_pods.setdefault(c, set()).add(key)
-        if claims:
-            self._pod_claims[key] = claims
+            self._usage.remove_pod(pod.meta.key, ch)
         else:
-            self._pod_claims.pop(key, None)
-
+            self._usage.put_pod(pod, ch)
 
 __all__ = ["APIObject", "BUILTIN_KINDS", "Subscriber", "Tracker", "TrackerStats"]
