@@ -22,7 +22,15 @@ from operators.apiserver.patching import (
 from operators.apiserver.registry import Registry, ResourceType
 from operators.apiserver.schema import StructuralSchema
 from operators.apiserver.store import Store
-from operators.apiserver.validation import eviction_allowed, validate_create, validate_update
+from operators.apiserver.validation import (
+    eviction_allowed,
+    validate_create,
+    validate_metadata,
+    validate_status_update,
+    validate_update,
+)
+from operators.apiserver.validation.decoding import decode
+from operators.apiserver.validation.resource import default_claim_spec
 
 
 class Admission:
@@ -54,7 +62,8 @@ class Admission:
         if unknown and field_validation == "Strict":
             raise APIError(400, "; ".join(f'strict decoding error: unknown field "{u}"' for u in unknown))
         obj = schema.default(schema.prune(obj))
-        causes = schema.validate(obj)
+        causes = validate_metadata(rt.plural, obj) if old is None else []
+        causes += schema.validate(obj)
         if old is not None:
             # Validation ratcheting (GA upstream): a value that did not change is not
             # rejected again, so a controller can still write the status of an object
@@ -77,9 +86,14 @@ class Admission:
             obj.pop("status", None)  # status is written through the subresource only
         if rt.crd:
             return self._custom(rt, obj, field_validation)
+        decode(rt.group, rt.plural, rt.kind, rt.version, obj, field_validation)
+        _default(rt, obj)
         causes = validate_create(rt.plural, rt.group, obj)
         if causes:
             raise invalid(rt.group, rt.kind, meta.get("name", ""), causes)
+        if (rt.group, rt.plural) == ("", "pods"):
+            status: dict[str, Any] = obj["status"] if isinstance(obj.get("status"), dict) else {}
+            obj["status"] = {**status, "phase": status.get("phase") or "Pending"}  # as upstream's strategy
         return obj
 
     def prepare_update(self, rt: ResourceType, old: dict[str, Any], body: dict[str, Any],
@@ -88,8 +102,14 @@ class Admission:
         obj = copy.deepcopy(body)
         if rt.crd:
             return self._custom(rt, obj, field_validation, subresource, old)
+        decode(rt.group, rt.plural, rt.kind, rt.version, obj, field_validation)
         if subresource == "status":
+            merged = {**old, "status": obj.get("status")} if "status" in obj else old
+            causes = validate_status_update(rt.plural, rt.group, old, merged)
+            if causes:
+                raise invalid(rt.group, rt.kind, old["metadata"]["name"], causes)
             return obj
+        _default(rt, obj)
         merged = obj
         if rt.has_status:
             merged = {**obj}
@@ -130,6 +150,21 @@ class Admission:
         self.store.delete(rt, namespace, name, pre, dry_run=dry_run)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "code": 201}
+
+
+def _default(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """The v1 defaults upstream stores for the resource kinds draco reads."""
+    if rt.group != "resource.k8s.io":
+        return
+    if rt.plural == "resourceslices":
+        for device in (obj.get("spec") or {}).get("devices") or []:
+            for taint in (device or {}).get("taints") or []:
+                if isinstance(taint, dict) and not taint.get("timeAdded"):
+                    taint["timeAdded"] = now()  # whole seconds, as upstream's default
+    elif rt.plural == "resourceclaims":
+        default_claim_spec(obj.get("spec"))
+    elif rt.plural == "resourceclaimtemplates":
+        default_claim_spec((obj.get("spec") or {}).get("spec"))
 
 
 _MISSING = object()

@@ -54,9 +54,7 @@ def conflict(group: str, plural: str, name: str, why: str) -> APIError:
 
 
 def invalid(group: str, kind: str, name: str, causes: Sequence[Mapping[str, Any]]) -> APIError:
-    summary = "; ".join(
-        f"{c.get('field', '')}: {c.get('message', '')}".lstrip(": ") for c in causes
-    )
+    summary = ", ".join(f"{c.get('field') or '<nil>'}: {c.get('message', '')}" for c in causes)
     label = f"{kind}.{group}" if group else kind
     return APIError(422, f'{label} "{name}" is invalid: [{summary}]' if len(causes) > 1
                     else f'{label} "{name}" is invalid: {summary}',

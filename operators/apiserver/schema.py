@@ -12,6 +12,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from operators.apiserver import celrules
 from operators.apiserver.validation.causes import (
     Cause,
     invalid,
@@ -20,6 +21,21 @@ from operators.apiserver.validation.causes import (
     too_long,
     too_many,
 )
+
+BLOCKING = {"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany",
+            "FieldValueTypeInvalid"}
+RULES_SKIPPED = ("Invalid value: null: some validation rules were not checked because the object was "
+                 "invalid; correct the existing errors to complete validation")
+
+
+def _has_rules(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    if schema.get("x-kubernetes-validations"):
+        return True
+    subs = list((schema.get("properties") or {}).values()) + [schema.get("items"), schema.get("additionalProperties")]
+    return any(_has_rules(x) for x in subs)
+
 
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 
@@ -105,10 +121,35 @@ class StructuralSchema:
                  if k not in ("apiVersion", "kind", "metadata")}
         root["properties"] = props
         root["required"] = [r for r in root.get("required") or [] if r != "metadata"]
-        self._validate(body, root, "", out)
+        self._validate_value(body, root, "", out)
+        # As upstream: validation rules run only when the schema found no blocking error.
+        if any(c["reason"] in BLOCKING for c in out):
+            if _has_rules(root):
+                out.append({"reason": "FieldValueInvalid", "field": "", "message": RULES_SKIPPED})
+        else:
+            self._rules(body, root, "", out)
         return out
 
+    def _rules(self, value: Any, schema: dict[str, Any], path: str, out: list[Cause]) -> None:
+        if value is None:
+            return
+        if schema.get("x-kubernetes-validations"):
+            out += celrules.check(schema["x-kubernetes-validations"], value, celrules.MISSING, path)
+        if isinstance(value, dict):
+            props = schema.get("properties") or {}
+            addl = schema.get("additionalProperties")
+            for key, sub in value.items():
+                sub_schema = props.get(key) if key in props else (addl if isinstance(addl, dict) else None)
+                if sub_schema is not None:
+                    self._rules(sub, sub_schema, f"{path}.{key}" if path else key, out)
+        elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+            for i, item in enumerate(value):
+                self._rules(item, schema["items"], f"{path}[{i}]", out)
+
     def _validate(self, value: Any, schema: dict[str, Any], path: str, out: list[Cause]) -> None:
+        self._validate_value(value, schema, path, out)
+
+    def _validate_value(self, value: Any, schema: dict[str, Any], path: str, out: list[Cause]) -> None:
         if value is None:
             if not schema.get("nullable"):
                 t = schema.get("type")
@@ -182,6 +223,9 @@ class StructuralSchema:
                     out.append(required(f"{path}.{req}" if path else req))
             if "maxProperties" in schema and len(value) > schema["maxProperties"]:
                 out.append(too_many(path, len(value), schema["maxProperties"]))
+            if "minProperties" in schema and len(value) < schema["minProperties"]:
+                out.append(invalid(path, len(value), f"{path} in body should have at least "
+                                                     f"{schema['minProperties']} properties"))
             props = schema.get("properties") or {}
             addl = schema.get("additionalProperties")
             for key, sub_value in value.items():

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from operators.apiserver import openapi, tables
+from operators.apiserver import listoptions, openapi, openapi_v2, tables
 from operators.apiserver.admission import Admission
 from operators.apiserver.errors import APIError, not_found
 from operators.apiserver.patching import PatchError
@@ -130,7 +130,7 @@ class APIServer:
         if path == "/version":
             return _json(VERSION)
         if segs[:1] == ["openapi"]:
-            return self._openapi(segs)
+            return self._openapi(request, segs)
         if path == "/api":
             host = request.host
             return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
@@ -180,15 +180,20 @@ class APIServer:
                       "groupVersion": f"{group}/{version}" if group else version,
                       "resources": resources})
 
-    def _openapi(self, segs: list[str]) -> web.Response:
+    def _openapi(self, request: web.Request, segs: list[str]) -> web.Response:
+        if segs == ["openapi", "v2"]:
+            doc = openapi.swagger_v2(self.registry)
+            if openapi_v2.wants_protobuf(request.headers.get("Accept", "")):
+                return web.Response(body=openapi_v2.document(doc), content_type=openapi_v2.PROTOBUF)
+            return _json(doc)
         if segs == ["openapi", "v3"]:
             return _json(openapi.root(self.registry, self.openapi_generation))
         if len(segs) >= 4 and segs[1] == "v3":
             rest = segs[2:]
             group, version = ("", rest[1]) if rest[0] == "api" else (rest[1], rest[2] if len(rest) > 2 else "")
-            doc = openapi.group_version(self.registry, group, version)
-            if doc is not None:
-                return _json(doc)
+            gv_doc = openapi.group_version(self.registry, group, version)
+            if gv_doc is not None:
+                return _json(gv_doc)
         raise APIError(404, "the server could not find the requested resource")
 
     # -- resources
@@ -331,6 +336,7 @@ class APIServer:
 
     def _list(self, request: web.Request, rt: ResourceType, namespace: str) -> web.Response:
         q = request.query
+        listoptions.check_list(q)
         lp = label_selector(q.get("labelSelector"))
         fp = field_selector(q.get("fieldSelector"), rt.plural, rt.crd)
         limit = int(q.get("limit", "0") or 0)
@@ -374,26 +380,41 @@ class APIServer:
         q = request.query
         lp = label_selector(q.get("labelSelector"))
         fp = field_selector(q.get("fieldSelector"), rt.plural, rt.crd)
-        rv_text = q.get("resourceVersion", "")
+        opts = listoptions.watch_options(q)
+        rv_text = opts.resource_version
         since: int | None
-        if rv_text in ("", "0"):
-            since = None
-        else:
-            try:
-                since = int(rv_text)
-            except ValueError:
-                raise APIError(400, f"invalid resource version: {rv_text}") from None
+        try:
+            since = int(rv_text) if rv_text else 0
+        except ValueError:
+            raise APIError(400, f"invalid resource version: {rv_text}") from None
+        too_new: APIError | None = None
+        if since > self.store.rv and opts.send_initial_events:
+            # upstream waits (3 s) for its cache to catch up, then ends the stream with this
+            too_new = APIError(504, f"Timeout: Too large resource version: {since}, current: {self.store.rv}",
+                               reason="Timeout", details={"causes": [
+                                   {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                                   "retryAfterSeconds": 1})
+        if opts.send_initial_events:
+            since = None  # the current state, as ADDED events
+        elif since == 0:
+            since = self.store.rv  # from now on
         timeout = float(q.get("timeoutSeconds", "0") or 0) or 1800.0
-        bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
+        bookmarks = opts.allow_bookmarks
         resp = web.StreamResponse(headers={"Content-Type": "application/json",
                                            "Transfer-Encoding": "chunked"})
         table = self._wants_table(request)
         try:
+            if too_new is not None:
+                raise too_new
             watcher = self.store.watch(rt, namespace or None, lambda o: lp(o) and fp(o), since)
         except APIError as err:
             await resp.prepare(request)
             await resp.write(json.dumps({"type": "ERROR", "object": err.status()}).encode() + b"\n")
             return resp
+        if opts.watch_list:
+            watcher.offer("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {
+                "resourceVersion": str(self.store.rv),
+                "annotations": {listoptions.INITIAL_EVENTS_END: "true"}}})
         await resp.prepare(request)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -414,14 +435,14 @@ class APIServer:
                 if item is None:
                     break
                 etype, obj = item
-                payload = tables.table(rt, [obj], {}) if table else obj
+                payload = tables.table(rt, [obj], {}) if table and etype != "BOOKMARK" else obj
                 chunk = [json.dumps({"type": etype, "object": payload}, separators=(",", ":")).encode()]
                 while not watcher.queue.empty() and len(chunk) < 500:
                     nxt = watcher.queue.get_nowait()
                     if nxt is None:
                         break
                     e2, o2 = nxt
-                    p2 = tables.table(rt, [o2], {}) if table else o2
+                    p2 = tables.table(rt, [o2], {}) if table and e2 != "BOOKMARK" else o2
                     chunk.append(json.dumps({"type": e2, "object": p2}, separators=(",", ":")).encode())
                 await resp.write(b"\n".join(chunk) + b"\n")
         except (ConnectionResetError, asyncio.CancelledError):

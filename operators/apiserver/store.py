@@ -195,7 +195,7 @@ class Store:
             return self._remove(rt, namespace, name, new)
         if dry_run:
             return new
-        if new == {**old, "metadata": {**meta, "resourceVersion": old_meta["resourceVersion"]}}:
+        if {**new, "metadata": {**meta, "resourceVersion": old_meta["resourceVersion"]}} == old:
             return old  # a no-op write keeps the resourceVersion, as upstream does
         meta["resourceVersion"] = self._next_rv()
         self.bucket(rt)[(namespace if rt.namespaced else "", name)] = new

@@ -2,7 +2,7 @@
 
 CRDs get their additionalPrinterColumns (a small JSONPath subset: fields, indexes,
 `[*]` and `[?(@.k=="v")]` filters, which is what printer columns use in practice);
-built-in kinds get Name and Age.
+built-in kinds get upstream's columns where `printers` has them, else Name and Age.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from operators.apiserver.printers import PRINTERS
 from operators.apiserver.registry import ResourceType
 
 _TOKEN = re.compile(r"\.([A-Za-z0-9_$-]+)|\[(\d+)\]|\[\*\]|\[\?\(@\.([A-Za-z0-9_.-]+)\s*==\s*['\"](.*?)['\"]\)\]")
@@ -115,6 +116,13 @@ def columns(rt: ResourceType) -> list[dict[str, Any]]:
 
 def table(rt: ResourceType, items: list[dict[str, Any]], list_meta: dict[str, Any]) -> dict[str, Any]:
     now = datetime.now(UTC)
+    printer = None if rt.crd else PRINTERS.get((rt.group, rt.plural))
+    if printer is not None:
+        cols, row = printer
+        return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
+                "columnDefinitions": cols, "rows": [{"cells": row(obj, lambda ts: _age(ts, now)), "object": {
+                    "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                    "metadata": obj.get("metadata") or {}}} for obj in items]}
     extra = list(rt.printer_columns)
     has_age = any(c.get("jsonPath") == ".metadata.creationTimestamp" for c in extra)
     rows = []

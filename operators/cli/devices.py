@@ -11,8 +11,9 @@ from typing import Any
 
 from operators.cli.output import emit, render_table
 from operators.cli.state import add_source_options, load_state, rfc3339, tracker_errors
+from operators.model import DeviceTaint
 from operators.tracker import Tracker
-from operators.tracker.views import DeviceView
+from operators.tracker.views import DeviceView, PoolStatus
 
 
 def register(subparsers: Any) -> None:
@@ -22,8 +23,13 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_source_options(parser)
+    add_source_options(parser, formats=("table", "wide", "json", "yaml"))
     parser.set_defaults(func=run)
+
+
+def _taint_record(t: DeviceTaint) -> dict[str, Any]:
+    return {"key": t.key, "value": t.value, "effect": t.effect,
+            "timeAdded": rfc3339(t.time_added), "source": t.source}
 
 
 def device_record(view: DeviceView) -> dict[str, Any]:
@@ -32,22 +38,42 @@ def device_record(view: DeviceView) -> dict[str, Any]:
         "driver": view.driver,
         "pool": view.pool,
         "device": view.name,
+        "slice": view.device.slice_name if view.device is not None else None,
         "node": placement.node_name or None,
         "nodeSelector": placement.node_selector.to_api() if placement.node_selector else None,
         "attributes": {name: view.attributes[name].to_api() for name in sorted(view.attributes)},
         "capacity": {name: {"value": view.capacity[name]} for name in sorted(view.capacity)},
-        "taints": [
-            {
-                "key": t.key,
-                "value": t.value,
-                "effect": t.effect,
-                "timeAdded": rfc3339(t.time_added),
-                "source": t.source,
-            }
-            for t in view.taints
-        ],
+        "taints": [_taint_record(t) for t in view.taints],
         "patchedBy": list(view.patched_by),
     }
+
+
+def duplicate_records(tracker: Tracker, pool: PoolStatus) -> list[dict[str, Any]]:
+    """Devices of an invalid pool that repeat a name already shown: the tracker keeps
+    one device per name, but a person fixing the pool needs to see every copy. They are
+    shown as published (no patches or rules apply to a device upstream cannot use)."""
+    shown: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for slice_name in sorted(pool.slices):
+        published = tracker.resource_slice(slice_name)
+        if published is None:
+            continue
+        for device in published.devices:
+            if device.name not in shown:
+                shown.add(device.name)
+                continue
+            placement = device.placement
+            out.append({
+                "driver": device.driver, "pool": device.pool, "device": device.name,
+                "slice": slice_name,
+                "node": placement.node_name or None,
+                "nodeSelector": placement.node_selector.to_api() if placement.node_selector else None,
+                "attributes": {n: device.attributes[n].to_api() for n in sorted(device.attributes)},
+                "capacity": {n: {"value": device.capacity[n]} for n in sorted(device.capacity)},
+                "taints": [_taint_record(t) for t in device.taints],
+                "patchedBy": [],
+            })
+    return out
 
 
 def overlay_errors(tracker: Tracker) -> list[dict[str, str]]:
@@ -61,7 +87,11 @@ def overlay_errors(tracker: Tracker) -> list[dict[str, str]]:
 
 
 def device_document(tracker: Tracker) -> dict[str, Any]:
-    views = sorted(tracker.devices(), key=lambda v: v.id)
+    records = [device_record(v) for v in tracker.devices()]
+    for pool in tracker.pools():
+        if not pool.valid:
+            records += duplicate_records(tracker, pool)
+    records.sort(key=lambda r: (r["driver"], r["pool"], r["device"], r["slice"] or ""))
     pools = [
         {
             "driver": p.id.driver,
@@ -73,37 +103,50 @@ def device_document(tracker: Tracker) -> dict[str, Any]:
     ]
     errors = tracker_errors(tracker) + overlay_errors(tracker)
     return {
-        "devices": [device_record(v) for v in views],
+        "devices": records,
         "pools": pools,
         "errors": sorted(errors, key=lambda r: (r["object"], r["message"])),
     }
 
 
+def api_value(value: Any) -> str:
+    """An attribute value as kubectl prints it: `true`, not Python's `True`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _short_name(name: str, driver: str) -> str:
+    domain, _, short = name.rpartition("/")
+    return short if domain == driver else name
+
+
 def _short_attrs(record: dict[str, Any]) -> str:
-    parts = []
-    for name, value in record["attributes"].items():
-        domain, _, short = name.rpartition("/")
-        label = short if domain == record["driver"] else name
-        parts.append(f"{label}={next(iter(value.values()))}")
-    return ",".join(parts)
+    return ",".join(f"{_short_name(name, record['driver'])}={api_value(next(iter(value.values())))}"
+                    for name, value in record["attributes"].items())
 
 
-def table(doc: dict[str, Any]) -> str:
-    rows = [
-        (
-            d["driver"], d["pool"], d["device"],
-            d["node"] or ("<selector>" if d["nodeSelector"] else "<all>"),
-            _short_attrs(d),
-            ",".join(f"{k.rpartition('/')[2]}={v['value']}" for k, v in d["capacity"].items()),
-            ",".join(f"{t['key']}{'=' + t['value'] if t['value'] else ''}:{t['effect']}"
-                     for t in d["taints"]),
-            ",".join(d["patchedBy"]),
-        )
-        for d in doc["devices"]
-    ]
-    out = render_table(
-        ("driver", "pool", "device", "node", "attributes", "capacity", "taints", "patched by"), rows
-    )
+def _taints(record: dict[str, Any]) -> str:
+    return ",".join(f"{_short_name(t['key'], record['driver'])}{'=' + t['value'] if t['value'] else ''}"
+                    f":{t['effect']}" for t in record["taints"])
+
+
+def table(doc: dict[str, Any], wide: bool = False) -> str:
+    """kubectl-style: the default fits a terminal (patches counted); `-o wide` names
+    the patches and adds attributes and capacity, which can be long."""
+    headers = ["driver", "pool", "device", "node", "taints"]
+    headers += ["patched by", "attributes", "capacity"] if wide else ["patches"]
+    rows = []
+    for d in doc["devices"]:
+        row = [d["driver"], d["pool"], d["device"],
+               d["node"] or ("<selector>" if d["nodeSelector"] else "<all>"), _taints(d)]
+        if not wide:
+            row.append(len(d["patchedBy"]))
+        else:
+            row += [",".join(d["patchedBy"]), _short_attrs(d),
+                    ",".join(f"{_short_name(k, d['driver'])}={v['value']}" for k, v in d["capacity"].items())]
+        rows.append(row)
+    out = render_table(headers, rows) if rows else "No devices.\n"
     bad_pools = [p for p in doc["pools"] if not p["complete"]]
     if bad_pools:
         out += "\nIncomplete pools:\n" + "".join(
@@ -116,5 +159,8 @@ def table(doc: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     tracker, _ = load_state(args)
-    emit(device_document(tracker), args.output, table)
+    if args.output == "wide":
+        emit(device_document(tracker), "table", lambda doc: table(doc, wide=True))
+    else:
+        emit(device_document(tracker), args.output, table)
     return 0

@@ -11,10 +11,19 @@ import argparse
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from operators.cli.options import seconds
 from operators.cli.output import emit, render_table, warn
-from operators.cli.state import add_source_options, load_state, parse_rfc3339, rfc3339
+from operators.cli.state import (
+    add_source_options,
+    error_record,
+    load_state,
+    parse_rfc3339,
+    rfc3339,
+    tracker_errors,
+)
 from operators.eviction import status as rule_status
 from operators.eviction.decisions import plan
+from operators.model import ObjectRef
 from operators.tracker import Tracker
 from operators.tracker.taint_rules import DeviceTaintRule
 
@@ -26,7 +35,7 @@ def register(subparsers: Any) -> None:
     add_source_options(parser, formats=("table", "json", "yaml"))
     parser.add_argument("--now", type=parse_rfc3339, default=None, metavar="RFC3339",
                         help="evaluate at this time instead of the current time")
-    parser.add_argument("--grace-period", type=float, default=rule_status.DEFAULT_GRACE.total_seconds(),
+    parser.add_argument("--grace-period", type=seconds, default=rule_status.DEFAULT_GRACE.total_seconds(),
                         metavar="SECONDS", help="grace period after a rule's creation or effect change "
                                                 "before its condition may become False (default 5)")
     parser.set_defaults(func=run)
@@ -45,6 +54,15 @@ def document(tracker: Tracker, now: datetime, grace: timedelta = rule_status.DEF
     current = plan(tracker)
     for err in current.errors:
         warn(str(err))
+    errors = {(r["object"], r["message"]): r for r in tracker_errors(tracker)}
+    for err in current.errors:
+        rec = error_record(err.ref, f"{err.path}: {err.message}" if err.path else err.message)
+        errors[(rec["object"], rec["message"])] = rec
+    for claim in tracker.claims():
+        for path, problem in claim.toleration_problems():
+            ref = ObjectRef("ResourceClaim", claim.namespace, claim.name)
+            rec = error_record(ref, f"{path}: {problem}")
+            errors.setdefault((rec["object"], rec["message"]), rec)
     rules: dict[str, Any] = {}
     for rule in rule_status.rules(tracker):
         cond = rule_status.compute(tracker, rule, now, effect_since=effect_since(rule), grace=grace,
@@ -60,6 +78,7 @@ def document(tracker: Tracker, now: datetime, grace: timedelta = rule_status.DEF
         "evict": [str(p.pod) for p in current.due(now)],
         "later": [{"pod": str(p.pod), "at": rfc3339(p.when)} for p in current.later(now)],
         "rules": rules,
+        "errors": [errors[k] for k in sorted(errors)],
     }
 
 
@@ -73,6 +92,8 @@ def table(doc: dict[str, Any]) -> str:
             [(name, r["EvictionInProgress"] or "(grace period)", r["reason"], r["affectedDevices"],
               r["allocatedDevices"], r["podsToEvict"], r["namespaces"]) for name, r in doc["rules"].items()],
         )
+    if doc["errors"]:
+        out += "\nErrors:\n" + "".join(f"  {e['object']}: {e['message']}\n" for e in doc["errors"])
     return out
 
 

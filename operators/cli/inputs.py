@@ -9,6 +9,8 @@ made it live.
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -19,6 +21,14 @@ import yaml
 
 class InputError(Exception):
     """Input that cannot be read at all; the message names the file and the problem."""
+
+
+class UsageError(InputError):
+    """Arguments that make no sense together: exit code 2, like argparse's own errors."""
+
+
+class ClusterError(InputError):
+    """No usable kubeconfig, or the cluster it names cannot be reached."""
 
 
 def _documents(text: str, source: str) -> Iterator[Any]:
@@ -32,7 +42,10 @@ def _documents(text: str, source: str) -> Iterator[Any]:
     try:
         yield from yaml.safe_load_all(text)
     except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML or JSON: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or one_line(exc)
+        raise InputError(f"{source}{where}: not valid YAML or JSON: {problem}") from exc
 
 
 def _flatten(doc: Any, source: str, index: int) -> Iterator[dict[str, Any]]:
@@ -108,17 +121,9 @@ def load_cluster_objects(kinds: Iterable[str]) -> tuple[list[dict[str, Any]], li
     Returns (objects, warnings): a kind the cluster does not serve (draco's CRDs not
     installed, say) is a warning, not a failure, so the rest of the view still shows.
     """
-    from kubernetes import client, config  # imported lazily: offline mode needs no client
     from kubernetes.client.rest import ApiException
 
-    try:
-        config.load_kube_config()
-    except Exception as exc:  # noqa: BLE001 - any config problem is the same user error
-        try:
-            config.load_incluster_config()
-        except Exception:  # noqa: BLE001
-            raise InputError(f"cannot load a kubeconfig: {exc}") from exc
-    api = client.ApiClient()
+    api = kube_api()
     objects: list[dict[str, Any]] = []
     warnings: list[str] = []
     for kind in kinds:
@@ -134,14 +139,61 @@ def load_cluster_objects(kinds: Iterable[str]) -> tuple[list[dict[str, Any]], li
             warnings.append(f"cannot list {plural}: {exc.status} {exc.reason}")
             continue
         except Exception as exc:  # noqa: BLE001 - connection errors must name the cluster problem
-            raise InputError(f"cannot reach the cluster: {exc}") from exc
+            raise ClusterError(f"cannot reach the cluster at {api.configuration.host}: "
+                               f"{connection_problem(exc)}") from exc
         if resp.status >= 400:
             warnings.append(f"cannot list {plural}: HTTP {resp.status}")
             continue
-        listing = json.loads(resp.data or b"{}")
+        try:
+            listing = json.loads(resp.data or b"{}")
+        except ValueError:
+            warnings.append(f"cannot list {plural}: the answer is not JSON")
+            continue
         api_version = prefix.removeprefix("/apis/").removeprefix("/api/")
-        for item in listing.get("items") or []:
+        items = listing.get("items") if isinstance(listing, dict) else None
+        for item in items if isinstance(items, list) else []:
+            if not isinstance(item, dict):
+                continue
             item.setdefault("kind", kind)
             item.setdefault("apiVersion", api_version)
             objects.append(item)
     return objects, warnings
+
+
+def kubeconfig_location() -> str:
+    return os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
+
+
+def kube_api(hint: str = "set KUBECONFIG, or read objects offline with --from FILE") -> Any:
+    """An API client for the current kubeconfig (else the in-cluster service account);
+    ClusterError naming the kubeconfig when neither can be loaded."""
+    from kubernetes import client, config  # imported lazily: offline mode needs no client
+
+    try:
+        # KUBECONFIG read now: the client reads it once, at import.
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
+    except Exception as exc:  # noqa: BLE001 - any config problem is the same user error
+        try:
+            config.load_incluster_config()
+        except Exception:  # noqa: BLE001
+            raise ClusterError(
+                f"cannot load a kubeconfig from {kubeconfig_location()}: {one_line(exc)} ({hint})") from exc
+    return client.ApiClient()
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def connection_problem(exc: BaseException) -> str:
+    """The reason inside urllib3's nested connection errors (`Connection refused`), not
+    their reprs of Python objects."""
+    text = str(exc)
+    found = re.findall(r"\[Errno -?\d+\] ([^'\")]+)", text)
+    if found:
+        return found[-1].strip()
+    for marker in ("timed out", "Name or service not known", "certificate verify failed"):
+        if marker in text:
+            return marker
+    return one_line(exc)

@@ -10,9 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
+
+from operators.cli.inputs import ClusterError, InputError, UsageError, connection_problem, kube_api
+from operators.cli.options import float_range, int_range, port, seconds
 
 CONTROLLERS = ("eviction", "patches")
 FEEDS = {
@@ -24,35 +29,63 @@ FEEDS = {
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("run", help="the operator against the current kubeconfig",
                                    description=__doc__)
-    parser.add_argument("--controllers", default=",".join(CONTROLLERS),
+    parser.add_argument("--controllers", default=",".join(CONTROLLERS), metavar="LIST",
                         help=f"comma-separated, from: {', '.join(CONTROLLERS)} (default: all)")
-    parser.add_argument("--qps", type=float, default=200.0, help="API requests per second (default 200)")
-    parser.add_argument("--burst", type=int, default=400, help="API request burst (default 400)")
-    parser.add_argument("--eviction-workers", type=int, default=10,
-                        help="concurrent pod evictions (default 10, as upstream's integration test)")
-    parser.add_argument("--grace-period", type=float, default=5.0,
+    parser.add_argument("--qps", type=float_range(0, 1e6, low_open=True), default=200.0, metavar="N",
+                        help="API requests per second, more than 0 (default 200)")
+    parser.add_argument("--burst", type=int_range(1, 1_000_000), default=400, metavar="N",
+                        help="API request burst, at least 1 (default 400)")
+    parser.add_argument("--eviction-workers", type=int_range(1, 10_000), default=10, metavar="N",
+                        help="concurrent pod evictions, at least 1 (default 10, as upstream's integration test)")
+    parser.add_argument("--grace-period", type=seconds, default=5.0, metavar="SECONDS",
                         help="seconds after a rule's creation or effect change before "
                              "EvictionInProgress may become False (default 5)")
     parser.add_argument("--use-eviction-api", action="store_true",
                         help="evict through policy/v1 Eviction so PodDisruptionBudgets are honoured")
-    parser.add_argument("--metrics-port", type=int, default=0,
-                        help="serve Prometheus metrics on this port (0: off)")
-    parser.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
+    parser.add_argument("--metrics-port", type=port, default=0, metavar="PORT",
+                        help="serve Prometheus metrics on this port, e.g. 8080 (default 0: no metrics server)")
+    parser.add_argument("--metrics-address", default="0.0.0.0", metavar="ADDRESS",
+                        help="address the metrics server binds (default 0.0.0.0, every interface, as "
+                             "a pod needs for Prometheus to scrape it; 127.0.0.1 keeps it local)")
+    parser.add_argument("--log-format", choices=("auto", "json", "console"), default="auto",
+                        help="json: one JSON object a line (for log collectors); console: key=value "
+                             "for people; auto (default): console on a terminal, json otherwise")
     parser.set_defaults(func=run)
 
 
 def configure_logging(fmt: str) -> None:
-    import sys
-
+    """structlog for draco's own lines, and the same renderer for every stdlib record
+    (kopf's, aiohttp's), so JSON mode is JSON on every line."""
     json_logs = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: Any = (structlog.processors.JSONRenderer() if json_logs
                      else structlog.dev.ConsoleRenderer(colors=False))
-    structlog.configure(processors=[structlog.processors.add_log_level,
-                                    structlog.processors.TimeStamper(fmt="iso"), renderer],
+    shared: list[Any] = [structlog.processors.add_log_level,
+                         structlog.processors.TimeStamper(fmt="iso")]
+    structlog.configure(processors=[*shared, renderer],
                         logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder()],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, _plain_values, renderer]))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
     # kopf reports every low-level event handler at INFO; draco logs what it does itself.
     logging.getLogger("kopf").setLevel(logging.WARNING)
+    # The kubernetes client's connection pool warns on every retry; draco reports the
+    # outcome itself, in one line.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+
+
+def _plain_values(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """kopf attaches objects (its `k8s_ref` dicts, settings) to records: keep what JSON
+    can carry and make the rest strings, so no record breaks the renderer."""
+    for key, value in list(event.items()):
+        if not isinstance(value, str | int | float | bool | type(None) | dict | list):
+            event[key] = str(value)
+    return event
 
 
 def build(controllers: list[str], settings: Any) -> tuple[Any, Any, dict[str, Any]]:
@@ -121,19 +154,65 @@ async def _prime(gate: Any, feeds: list[str], client: Any, seen: Any) -> None:
         await client.close()
 
 
+def preflight() -> str:
+    """Fail at once, naming the kubeconfig, when the cluster cannot be used: kopf itself
+    would retry the login every minute and log only "Task exception was never retrieved".
+    Returns the API server's URL."""
+    from operators.cli.inputs import kubeconfig_location, one_line
+    from operators.kube.client import Credentials
+
+    # The client's connection pool warns on every retry; the outcome is reported below.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+
+    api = kube_api(hint="set KUBECONFIG, or run in a pod with a service account")
+    try:
+        Credentials.load()
+    except Exception as exc:  # noqa: BLE001 - e.g. a client certificate kopf cannot read
+        raise ClusterError(f"cannot use the kubeconfig {kubeconfig_location()}: {one_line(exc)}") from exc
+    host = str(api.configuration.host)
+    try:
+        verb, url, headers, _, _ = api.param_serialize(
+            "GET", "/version", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+        resp = api.call_api(verb, url, header_params=headers, _request_timeout=10)
+        resp.read()
+    except Exception as exc:  # noqa: BLE001 - connection problems, named in one line
+        raise ClusterError(f"cannot reach the API server at {host} (kubeconfig {kubeconfig_location()}): "
+                           f"{connection_problem(exc)}") from exc
+    if resp.status in (401, 403):
+        raise ClusterError(f"the API server at {host} refused the credentials of kubeconfig "
+                           f"{kubeconfig_location()} (HTTP {resp.status})")
+    return host
+
+
+def start_metrics(address: str, metrics_port: int) -> None:
+    from prometheus_client import start_http_server
+
+    try:
+        start_http_server(metrics_port, addr=address)
+    except OSError as exc:
+        raise InputError(f"--metrics-port {metrics_port} on {address}: "
+                         f"{exc.strerror or connection_problem(exc)}") from exc
+
+
 def run(args: argparse.Namespace) -> int:
     import kopf
 
+    from operators.cli.main import version
+
     controllers = [c.strip() for c in args.controllers.split(",") if c.strip()]
     unknown = sorted(set(controllers) - set(CONTROLLERS))
-    if unknown:
-        raise SystemExit(f"error: unknown controller(s): {', '.join(unknown)}; "
+    if unknown or not controllers:
+        raise UsageError(f"--controllers: unknown controller(s) {', '.join(unknown) or '(none given)'}; "
                          f"choose from {', '.join(CONTROLLERS)}")
-    configure_logging(args.log_format)
+    server = preflight()
     if args.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port)
+        start_metrics(args.metrics_address, args.metrics_port)
+    configure_logging(args.log_format)
     registry, _, _ = build(controllers, args)
+    structlog.get_logger("draco").info(
+        "draco starting", version=version(), controllers=controllers, server=server,
+        qps=args.qps, burst=args.burst, eviction_workers=args.eviction_workers,
+        grace_period=args.grace_period, use_eviction_api=args.use_eviction_api,
+        metrics=f"http://{args.metrics_address}:{args.metrics_port}/metrics" if args.metrics_port else None)
     asyncio.run(kopf.operator(registry=registry, standalone=True, clusterwide=True))
     return 0

@@ -14,6 +14,7 @@ from typing import Any
 from operators.cli.inputs import CLUSTER_SOURCES, load_cluster_objects, load_objects
 from operators.cli.output import FORMATS, warn
 from operators.model import ModelError, ObjectRef
+from operators.model.objects import ref_of
 from operators.tracker import Tracker
 from operators.tracker.overlay import Overlay
 
@@ -72,9 +73,16 @@ def build_tracker(
         tracker.register_overlay(overlay)
     with tracker.batch():
         for obj in objects:
-            if obj.get("kind") in IGNORED_KINDS:
+            kind = obj.get("kind")
+            if isinstance(kind, str) and kind in IGNORED_KINDS:
                 continue
-            tracker.apply({"type": "ADDED", "object": obj})
+            try:
+                tracker.apply({"type": "ADDED", "object": obj})
+            except Exception as exc:  # noqa: BLE001 - one object must not take the view down
+                ref = ref_of(obj)
+                tracker.errors[ref] = ModelError(
+                    ref, "", f"draco could not process this object ({type(exc).__name__}: {exc}); "
+                             "this is a bug in draco, please report it")
     return tracker
 
 

@@ -20,7 +20,17 @@ from typing import Any
 
 import yaml
 
-from operators.cli.inputs import CLUSTER_SOURCES, InputError, load_cluster_objects, load_objects
+from operators.apiserver.validation.names import dns_subdomain, label_value, qualified_name
+from operators.cli.inputs import (
+    CLUSTER_SOURCES,
+    ClusterError,
+    InputError,
+    UsageError,
+    connection_problem,
+    kube_api,
+    load_cluster_objects,
+    load_objects,
+)
 from operators.cli.state import build_tracker
 from operators.eviction.decisions import plan
 from operators.tracker.taint_rules import parse_device_taint_rule
@@ -54,9 +64,9 @@ def parse_selector(text: str) -> dict[str, str]:
             continue
         key, sep, value = part.partition("=")
         if not sep or key not in ("driver", "pool", "device") or not value:
-            raise InputError(f"bad selector {part!r}: use driver=…, pool=… and/or device=…")
+            raise UsageError(f"bad selector {part!r}: use driver=…, pool=… and/or device=…")
         if key in selector:
-            raise InputError(f"selector names {key} twice")
+            raise UsageError(f"selector names {key} twice")
         selector[key] = value
     return selector
 
@@ -67,11 +77,26 @@ def parse_taint(text: str) -> tuple[str, str, str, bool]:
     body = text[:-1] if remove else text
     key_value, sep, effect = body.rpartition(":")
     if not sep or not key_value:
-        raise InputError(f"bad taint {text!r}: use KEY[=VALUE]:EFFECT, e.g. example.com/maint:NoExecute")
+        raise UsageError(f"bad taint {text!r}: use KEY[=VALUE]:EFFECT, e.g. example.com/maint:NoExecute")
     if effect not in EFFECTS:
-        raise InputError(f"unknown effect {effect!r}: use one of {', '.join(EFFECTS)}")
+        raise UsageError(f"unknown effect {effect!r}: use one of {', '.join(EFFECTS)}")
     key, _, value = key_value.partition("=")
+    problems = qualified_name(key, "key") + label_value(value, "value")
+    if problems:
+        raise UsageError(f"bad taint {text!r}: {problems[0]['field']}: {_plain(problems[0]['message'])}")
     return key, value, effect, remove
+
+
+def check_name(name: str) -> str:
+    problems = dns_subdomain(name, "--name")
+    if problems:
+        raise UsageError(f"bad --name {name!r}: {_plain(problems[0]['message'])}")
+    return name
+
+
+def _plain(message: str) -> str:
+    """The API's wording without its `Invalid value: "…":` prefix (the caller quotes the value)."""
+    return message.split('": ', 1)[1] if message.startswith("Invalid value: ") and '": ' in message else message
 
 
 def default_name(selector: dict[str, str], key: str, effect: str) -> str:
@@ -97,7 +122,7 @@ def preview(objects: list[dict[str, Any]], rule: dict[str, Any]) -> dict[str, An
     simulated["metadata"]["creationTimestamp"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     simulated["spec"]["taint"]["effect"] = "None"
     others = [o for o in objects if not (o.get("kind") == "DeviceTaintRule"
-                                         and o.get("metadata", {}).get("name") == rule["metadata"]["name"])]
+                                         and _obj(o.get("metadata")).get("name") == rule["metadata"]["name"])]
     tracker = build_tracker([*others, simulated], clock=lambda: now)
     parsed = parse_device_taint_rule(simulated)
     devices = sorted(str(v.id) for v in tracker.devices(include_unpublished=True) if parsed.matches(v.id))
@@ -106,35 +131,39 @@ def preview(objects: list[dict[str, Any]], rule: dict[str, Any]) -> dict[str, An
             "namespaces": sorted({p.pod.namespace for p in pods})}
 
 
-def _api() -> Any:
-    from kubernetes import client, config
-
-    try:
-        config.load_kube_config()
-    except Exception:  # noqa: BLE001
-        config.load_incluster_config()
-    return client.ApiClient()
-
-
 def _call(api: Any, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    verb, url, headers, payload, _ = api.param_serialize(
-        method, path, header_params={"Accept": "application/json", "Content-Type": "application/json"},
-        body=body, auth_settings=["BearerToken"])
-    resp = api.call_api(verb, url, header_params=headers, body=payload)
-    resp.read()
-    return resp.status, json.loads(resp.data or b"null")
+    try:
+        verb, url, headers, payload, _ = api.param_serialize(
+            method, path, header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body, auth_settings=["BearerToken"])
+        resp = api.call_api(verb, url, header_params=headers, body=payload)
+        resp.read()
+    except Exception as exc:  # noqa: BLE001 - a connection problem, named in one line
+        raise ClusterError(f"cannot reach the cluster at {api.configuration.host}: "
+                           f"{connection_problem(exc)}") from exc
+    try:
+        return resp.status, json.loads(resp.data or b"null")
+    except ValueError:
+        return resp.status, None
+
+
+def _message(body: Any, status: int) -> str:
+    """The API's Status message, never a Python repr of the answer."""
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return f"HTTP {status}"
 
 
 def run(args: argparse.Namespace) -> int:
     selector = parse_selector(args.selector)
     key, value, effect, remove = parse_taint(args.taint)
     if not selector and not args.all_devices:
-        raise InputError("an empty selector taints every device of the cluster (upstream once evicted "
+        raise UsageError("an empty selector taints every device of the cluster (upstream once evicted "
                          "every DRA pod this way); add --all-devices if that is what you want")
     dry_run = args.dry_run or bool(args.sources)
     if remove:
-        return _remove(selector, key, effect, args.name, dry_run)
-    name = args.name or default_name(selector, key, effect)
+        return _remove(selector, key, effect, args.name, dry_run, args.sources)
+    name = check_name(args.name) if args.name else default_name(selector, key, effect)
     rule = rule_object(name, selector, key, value, effect)
     if args.sources:
         objects = load_objects(args.sources)
@@ -156,28 +185,57 @@ def run(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             sys.stderr.write("aborted\n")
             return 1
-    status, body = _call(_api(), "POST", RULES_PATH, rule)
+    status, body = _call(kube_api(), "POST", RULES_PATH, rule)
     if status >= 300:
-        raise InputError(f"cannot create DeviceTaintRule {name}: {(body or {}).get('message', status)}")
+        raise InputError(f"cannot create DeviceTaintRule {name}: {_message(body, status)}")
     sys.stdout.write(f"devicetaintrule.resource.draco.dev/{name} created\n")
     return 0
 
 
-def _remove(selector: dict[str, str], key: str, effect: str, name: str | None, dry_run: bool) -> int:
-    api = _api()
-    status, body = _call(api, "GET", RULES_PATH)
-    if status >= 300:
-        raise InputError(f"cannot list DeviceTaintRules: {(body or {}).get('message', status)}")
-    matches = [r["metadata"]["name"] for r in body.get("items", [])
-               if (name is None or r["metadata"]["name"] == name)
-               and (r.get("spec") or {}).get("deviceSelector") == selector
-               and ((r.get("spec") or {}).get("taint") or {}).get("key") == key
-               and ((r.get("spec") or {}).get("taint") or {}).get("effect") == effect]
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _matching_rules(rules: list[Any], selector: dict[str, str], key: str, effect: str,
+                    name: str | None) -> list[str]:
+    out = []
+    for r in rules:
+        if not isinstance(r, dict) or r.get("kind", "DeviceTaintRule") != "DeviceTaintRule":
+            continue
+        meta = _obj(r.get("metadata"))
+        spec = _obj(r.get("spec"))
+        taint = _obj(spec.get("taint"))
+        rule_name = meta.get("name")
+        if (isinstance(rule_name, str) and (name is None or rule_name == name)
+                and spec.get("deviceSelector") == selector
+                and taint.get("key") == key and taint.get("effect") == effect):
+            out.append(rule_name)
+    return out
+
+
+def _remove(selector: dict[str, str], key: str, effect: str, name: str | None, dry_run: bool,
+            sources: list[str]) -> int:
+    """Delete the matching rules; with --from the files stand for the cluster (a dry run)."""
+    if sources:
+        rules: list[Any] = load_objects(sources)
+        api = None
+    else:
+        api = kube_api()
+        status, body = _call(api, "GET", RULES_PATH)
+        if status >= 300:
+            raise InputError(f"cannot list DeviceTaintRules: {_message(body, status)}")
+        items = body.get("items") if isinstance(body, dict) else None
+        rules = items if isinstance(items, list) else []
+    matches = _matching_rules(rules, selector, key, effect, name)
     if not matches:
-        raise InputError(f"no DeviceTaintRule with selector {selector or '{}'} and taint {key}:{effect}")
+        where = ", ".join(f"{k}={v}" for k, v in selector.items()) or "every device"
+        raise InputError(f"no DeviceTaintRule with selector {where} and taint {key}:{effect}"
+                         + (f" named {name}" if name else ""))
     for rule_name in matches:
-        if not dry_run:
-            _call(api, "DELETE", f"{RULES_PATH}/{rule_name}")
+        if not dry_run and api is not None:
+            status, body = _call(api, "DELETE", f"{RULES_PATH}/{rule_name}")
+            if status >= 300 and status != 404:
+                raise InputError(f"cannot delete DeviceTaintRule {rule_name}: {_message(body, status)}")
         sys.stdout.write(f"devicetaintrule.resource.draco.dev/{rule_name} deleted"
                          f"{' (dry run)' if dry_run else ''}\n")
     return 0

@@ -108,7 +108,7 @@ def claim_eviction(tracker: Tracker, claim: ResourceClaim,
     return None if when is None else ClaimEviction(when, frozenset(reasons))
 
 
-def _safe_claim_eviction(tracker: Tracker, claim: ResourceClaim, simulate: str | None,
+def safe_claim_eviction(tracker: Tracker, claim: ResourceClaim, simulate: str | None,
                          errors: list[ModelError]) -> ClaimEviction | None:
     try:
         return claim_eviction(tracker, claim, simulate)
@@ -144,7 +144,7 @@ def plan(tracker: Tracker, simulate: str | None = None,
     result = EvictionPlan()
     if claims is None:
         for claim in tracker.claims():
-            ev = _safe_claim_eviction(tracker, claim, simulate, result.errors)
+            ev = safe_claim_eviction(tracker, claim, simulate, result.errors)
             if ev is not None:
                 result.claims[claim.meta.key] = ev
     else:
@@ -165,3 +165,31 @@ def plan(tracker: Tracker, simulate: str | None = None,
                     pod_key, pod.meta.uid, min(prev.when, ev.when), prev.reasons | ev.reasons,
                     tuple(sorted({*prev.claims, key})))
     return result
+
+
+def pod_eviction(tracker: Tracker, key: NamespacedName,
+                 claims: Mapping[NamespacedName, ClaimEviction]) -> PodEviction | None:
+    """One pod's eviction given the evictions of claims (None: the pod stays).
+
+    The pod-centric form of what `plan` decides claim by claim: the earliest time over
+    the claims the pod uses and is a reserved user of, all their taint sources.
+    """
+    pod = tracker.pod(key)
+    if pod is None or not evictable(pod):
+        return None
+    when: datetime | None = None
+    reasons: set[str] = set()
+    used: list[NamespacedName] = []
+    for claim_key in dict.fromkeys(pod.claim_keys()):
+        ev = claims.get(claim_key)
+        if ev is None:
+            continue
+        owner = tracker.claim(claim_key)
+        if owner is None or not is_user(pod, owner):
+            continue
+        when = ev.when if when is None or ev.when < when else when
+        reasons |= ev.reasons
+        used.append(claim_key)
+    if when is None:
+        return None
+    return PodEviction(key, pod.meta.uid, when, frozenset(reasons), tuple(sorted(used)))

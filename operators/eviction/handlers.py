@@ -1,7 +1,8 @@
 """kopf shell of the device-taint eviction controller (`draco run --controllers eviction`).
 
 I/O only: the shared tracker is fed by the watch streams (see `operators.kube.feed`);
-this module starts the controller loop on startup and stops it on cleanup.
+this module starts the controller loop on startup, supervised (a crash is logged,
+counted and the loop restarted; readiness reads the supervisor), and stops it on cleanup.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import kopf
 
 from operators.eviction.controller import EvictionController, EvictionSettings
 from operators.kube.client import KubeClient
+from operators.kube.shared import shared_client
+from operators.kube.supervision import LoopState, Supervisor, default_supervisor
 from operators.tracker import Tracker
 from operators.tracker.taint_rules import TaintRuleOverlay
 
@@ -22,41 +25,48 @@ FEEDS = ("ResourceSlice", "ResourceClaim", "Pod", "DeviceTaintRule")
 
 def settings_from(settings: Any) -> EvictionSettings:
     return EvictionSettings(
-        workers=int(getattr(settings, "eviction_workers", 10)),
+        workers=max(int(getattr(settings, "eviction_workers", 10)), 1),
         grace_period=float(getattr(settings, "grace_period", 5.0)),
         use_eviction_api=bool(getattr(settings, "use_eviction_api", False)),
         status_interval=float(getattr(settings, "status_interval", 1.0)),
+        retry_after=float(getattr(settings, "eviction_retry_after", 5.0)),
+        full_replan=bool(getattr(settings, "eviction_full_replan", False)),
     )
 
 
 def register(registry: kopf.OperatorRegistry, tracker: Tracker, settings: Any, *,
              client: KubeClient | None = None,
-             ready: Callable[[], Awaitable[Any]] | None = None) -> EvictionController:
+             ready: Callable[[], Awaitable[Any]] | None = None,
+             supervisor: Supervisor | None = None) -> EvictionController:
     """Wire the controller; `ready` is awaited before its first decision (initial sync)."""
     if not any(isinstance(o, TaintRuleOverlay) for o in tracker.overlays):
         tracker.register_overlay(TaintRuleOverlay())
-    api = client or KubeClient(qps=float(getattr(settings, "qps", 200.0)),
-                               burst=int(getattr(settings, "burst", 400)))
+    api = client or shared_client(qps=float(getattr(settings, "qps", 200.0)),
+                                  burst=int(getattr(settings, "burst", 400)))
     controller = EvictionController(tracker, api, settings_from(settings))
-    tasks: list[asyncio.Task[None]] = []
+    boss = supervisor or default_supervisor()
+    loops: list[LoopState] = []
 
     @kopf.on.startup(registry=registry)
     async def start_eviction(**_: Any) -> None:
         # Rebind to the operator's loop (the controller may be built before it runs).
         controller.wake = asyncio.Event()
         controller.sem = asyncio.Semaphore(controller.settings.workers)
+        synced = asyncio.Event()
+
         async def main() -> None:
-            if ready is not None:
+            if ready is not None and not synced.is_set():
                 await ready()
+                synced.set()
             await controller.run()
 
-        tasks.append(asyncio.create_task(main(), name="draco-eviction"))
+        loops.append(boss.start("draco-eviction", main, controller="eviction"))
 
     @kopf.on.cleanup(registry=registry)
     async def stop_eviction(**_: Any) -> None:
-        for task in tasks:
-            task.cancel()
-        tasks.clear()
+        for loop in loops:
+            await boss.stop(loop)
+        loops.clear()
         await api.close()
 
     return controller

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from operators.eviction.decisions import EvictionPlan, plan
+from operators.eviction.timemath import plus
 from operators.tracker import Tracker
 from operators.tracker.taint_rules import DeviceTaintRule, TaintRuleOverlay
 
@@ -61,15 +62,19 @@ def count(tracker: Tracker, rule: DeviceTaintRule, eviction: EvictionPlan) -> Ru
 
 def compute(tracker: Tracker, rule: DeviceTaintRule, now: datetime, *,
             evicted: int = 0, effect_since: datetime | None = None,
-            grace: timedelta = DEFAULT_GRACE, current: EvictionPlan | None = None) -> RuleCondition:
+            grace: timedelta = DEFAULT_GRACE, current: EvictionPlan | None = None,
+            counts: RuleCounts | None = None) -> RuleCondition:
     """The condition for `rule` at `now`. `evicted` counts pods this controller evicted
-    for the rule since it started; `current` is the plan for the real effects."""
+    for the rule since it started; `current` is the plan for the real effects; `counts`,
+    when the caller keeps them up to date itself, spares counting over the cluster
+    (for `effect: None` they must be the simulated ones)."""
     effect = rule.effect
-    if effect == "None":
-        eviction = plan(tracker, simulate=rule.name)
-    else:
-        eviction = current if current is not None else plan(tracker)
-    counts = count(tracker, rule, eviction)
+    if counts is None:
+        if effect == "None":
+            eviction = plan(tracker, simulate=rule.name)
+        else:
+            eviction = current if current is not None else plan(tracker)
+        counts = count(tracker, rule, eviction)
     status: str | None = "False"
     message = ""
     if effect == "NoExecute":
@@ -100,8 +105,10 @@ def compute(tracker: Tracker, rule: DeviceTaintRule, now: datetime, *,
         message = (message + " " if message else "") + _plural(
             evicted, "1 pod ", "%d pods ") + "evicted since starting the controller."
     since = effect_since or rule.meta.creation_timestamp
-    if status == "False" and since is not None and now < since + grace:
-        status = None
+    if status == "False" and since is not None:
+        ends = plus(since, grace)
+        if ends is None or now < ends:
+            status = None
     return RuleCondition(status, reason, message, rule.meta.generation, counts)
 
 

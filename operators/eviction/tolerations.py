@@ -9,8 +9,9 @@ as the DeviceToleration API documents — lets an empty effect match every effec
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
+from operators.eviction.timemath import plus_seconds
 from operators.model import DeviceTaint, DeviceToleration
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -28,7 +29,9 @@ def eviction_time(taint: DeviceTaint, tolerations: Iterable[DeviceToleration]) -
     Only NoExecute taints evict. A matching toleration without tolerationSeconds
     tolerates forever; otherwise the smallest matching tolerationSeconds (negative
     counts as zero) is added to the taint's timeAdded. A taint without a time counts
-    from the epoch: it is already due.
+    from the epoch: it is already due. An expiry past 9999-12-31T23:59:59Z never comes,
+    so such a toleration tolerates forever (upstream's int64 nanoseconds would wrap and
+    evict at once; see `timemath`).
     """
     if taint.effect != "NoExecute":
         return NEVER
@@ -41,4 +44,4 @@ def eviction_time(taint: DeviceTaint, tolerations: Iterable[DeviceToleration]) -
         s = max(tol.toleration_seconds, 0)
         seconds = s if seconds is None else min(seconds, s)
     start = taint.time_added or EPOCH
-    return start if seconds is None else start + timedelta(seconds=seconds)
+    return start if seconds is None else plus_seconds(start, seconds)

@@ -8,4 +8,7 @@
     events.py     EventRecorder: core/v1 Events, deduplicated
     conditions.py metav1.Condition bookkeeping (transition_time, merge_condition)
     feed.py       kopf watch streams -> the shared tracker, initial-sync gate
+    supervision.py guarded() steps and the Supervisor of controller loops: errors logged,
+                  counted (draco_controller_errors_total{controller,step}), loops
+                  restarted; Supervisor.is_alive() for readiness
 """

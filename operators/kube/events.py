@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operators.kube.client import KubeClient
+from operators.kube.supervision import guarded
 
 EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects go
 
@@ -24,7 +25,11 @@ class EventRecorder:
 
     async def emit(self, involved: Mapping[str, Any], reason: str, message: str,
                    type_: str = "Normal") -> bool:
-        """Post the Event unless the same one was posted recently; True when posted."""
+        """Post the Event unless the same one was posted recently; True when posted.
+
+        Never raises: an Event is a report, and failing to post one must not fail the
+        step that wanted to report (the failure is logged and counted instead).
+        """
         key = (str(involved.get("kind")), str(involved.get("namespace", "")),
                str(involved.get("name")), str(involved.get("uid", "")), reason, message)
         now_mono = time.monotonic()
@@ -45,7 +50,11 @@ class EventRecorder:
             "reportingComponent": self.component, "reportingInstance": self.instance,
             "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
         }
-        resp = await self.client.post(f"/api/v1/namespaces/{namespace}/events", body)
-        if resp.ok:
-            self.posted += 1
-        return resp.ok
+        with guarded(self.component, "event", kind=str(involved.get("kind") or ""),
+                     namespace=str(involved.get("namespace") or ""), name=str(involved.get("name") or "")):
+            resp = await self.client.post(f"/api/v1/namespaces/{namespace}/events", body)
+            if resp.ok:
+                self.posted += 1
+            return resp.ok
+        self._seen.pop(key, None)  # not posted: another attempt may succeed
+        return False

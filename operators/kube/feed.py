@@ -7,12 +7,13 @@ objects (state-changing handlers would annotate every ResourceSlice and Pod).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 import kopf
 import structlog
 
+from operators.kube.supervision import guarded
 from operators.tracker import Tracker
 
 log = structlog.get_logger("draco.feed")
@@ -27,31 +28,46 @@ WATCHED: dict[str, tuple[str, str, str]] = {
 }
 
 
+FeedHandler = Callable[..., Coroutine[Any, Any, None]]
+
+
+def feed_handler(tracker: Tracker, kind: str, seen: dict[str, set[tuple[str, str]]],
+                 gate: SyncGate | None = None) -> FeedHandler:
+    """The kopf event handler that applies `kind`'s watch events to the tracker.
+
+    A watch event the tracker cannot take is one skipped object (logged, counted in
+    draco_controller_errors_total{controller="feed",step=kind}), never a dead feed; the
+    gate still hears of it so the initial sync does not wait for it forever.
+    """
+    async def feed(event: Mapping[str, Any], **_: Any) -> None:
+        body = event.get("object")
+        if not isinstance(body, Mapping):
+            return
+        meta = body.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        ident = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        with guarded("feed", kind, kind=kind, namespace=ident[0], name=ident[1]):
+            change = tracker.apply({"type": event.get("type") or "ADDED",
+                                    "object": {"kind": kind, **dict(body)}})
+            for err in change.errors:
+                log.error("bad object", kind=err.ref.kind, namespace=err.ref.namespace,
+                          name=err.ref.name, error=str(err))
+        seen.setdefault(kind, set()).add(ident)
+        if gate is not None:
+            gate.observe(kind, body)
+
+    feed.__name__ = f"feed_{WATCHED[kind][2]}"
+    return feed
+
+
 def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iterable[str],
                   gate: SyncGate | None = None) -> dict[str, set[tuple[str, str]]]:
     """Feed `kinds` into the tracker; returns the keys seen so far per kind (for the gate)."""
     seen: dict[str, set[tuple[str, str]]] = {}
     for kind in kinds:
         group, version, plural = WATCHED[kind]
-
-        def make(kind: str, plural: str) -> Any:
-            async def feed(event: Mapping[str, Any], **_: Any) -> None:
-                body = event.get("object")
-                if not isinstance(body, Mapping):
-                    return
-                change = tracker.apply({"type": event.get("type") or "ADDED",
-                                        "object": {"kind": kind, **dict(body)}})
-                meta = body.get("metadata") or {}
-                seen.setdefault(kind, set()).add((meta.get("namespace") or "", meta.get("name") or ""))
-                if gate is not None:
-                    gate.observe(kind, body)
-                for err in change.errors:
-                    log.error("bad object", kind=err.ref.kind, namespace=err.ref.namespace,
-                              name=err.ref.name, error=str(err))
-            feed.__name__ = f"feed_{plural}"
-            return feed
-
-        kopf.on.event(group=group, version=version, plural=plural, registry=registry)(make(kind, plural))
+        kopf.on.event(group=group, version=version, plural=plural, registry=registry)(
+            feed_handler(tracker, kind, seen, gate))
     return seen
 
 
@@ -73,8 +89,9 @@ class SyncGate:
     def observe(self, kind: str, body: Mapping[str, Any]) -> None:
         waiting = self.expected.get(kind)
         if waiting:
-            meta = body.get("metadata") or {}
-            waiting.discard((meta.get("namespace") or "", meta.get("name") or ""))
+            meta = body.get("metadata")
+            meta = meta if isinstance(meta, Mapping) else {}
+            waiting.discard((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
             self._check()
 
     def _check(self) -> None:
@@ -85,13 +102,16 @@ class SyncGate:
         for kind in kinds:
             group, version, plural = WATCHED[kind]
             prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
-            resp = await client.get(f"{prefix}/{plural}")
-            if not resp.ok:
-                log.warning("cannot list for the initial sync", kind=kind, status=resp.status)
-                continue
-            keys = {((i.get("metadata") or {}).get("namespace") or "", (i.get("metadata") or {}).get("name") or "")
-                    for i in (resp.body or {}).get("items") or []}
-            self.expected[kind] = keys - seen.get(kind, set())
+            # A list that fails (no credentials, a garbled answer) leaves that kind
+            # unawaited: the controllers start late rather than never.
+            with guarded("feed", "initial-sync", kind=kind):
+                resp = await client.get(f"{prefix}/{plural}")
+                if not resp.ok:
+                    log.warning("cannot list for the initial sync", kind=kind, status=resp.status)
+                    continue
+                keys = {((i.get("metadata") or {}).get("namespace") or "", (i.get("metadata") or {}).get("name") or "")
+                        for i in (resp.body or {}).get("items") or [] if isinstance(i, Mapping)}
+                self.expected[kind] = keys - seen.get(kind, set())
         self.primed.set()
         self._check()
 

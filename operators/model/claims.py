@@ -205,6 +205,34 @@ class ResourceClaim:
         seen.update(dict.fromkeys(self.annotation_tolerations()))
         return tuple(seen)
 
+    def toleration_problems(self) -> tuple[tuple[str, str], ...]:
+        """(field path, problem) of every toleration draco could not read.
+
+        Such tolerations tolerate nothing, so the claim stays evictable; callers report
+        these (log, Event, a view's `errors`) rather than drop the claim.
+        """
+        found: list[tuple[str, str]] = []
+
+        def add(prefix: str, tolerations: tuple[DeviceToleration, ...]) -> None:
+            for t in tolerations:
+                if t.problem:
+                    path, _, message = t.problem.partition(": ")
+                    found.append((f"{prefix}.{path}", message))
+
+        for i, r in enumerate(self.requests):
+            if r.exactly is not None:
+                add(f"spec.devices.requests[{i}].exactly", r.exactly.tolerations)
+            for j, s in enumerate(r.first_available):
+                add(f"spec.devices.requests[{i}].firstAvailable[{j}]", s.tolerations)
+        if self.allocation is not None:
+            for k, res in enumerate(self.allocation.results):
+                add(f"status.allocation.devices.results[{k}]", res.tolerations)
+        try:
+            self.annotation_tolerations()
+        except ModelError as e:
+            found.append((e.path, e.message))
+        return tuple(found)
+
 
 # --- parsing -------------------------------------------------------------------------
 

@@ -91,21 +91,32 @@ class DeviceTaint:
 
 @dataclass(frozen=True, slots=True)
 class DeviceToleration:
+    """A device toleration. `problem` is set when draco could not read the API entry:
+    such a toleration tolerates nothing (upstream's matching, too, rejects an operator it
+    does not know), so a claim is never spared an eviction because of a field draco
+    cannot read; the claim's owner reports the problem instead of dropping the claim."""
+
     key: str = ""
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
     toleration_seconds: int | None = None
+    problem: str = ""
 
     def tolerates(self, taint: DeviceTaint) -> bool:
-        """Upstream matching: empty effect matches all effects, empty key (Exists) all keys."""
+        """Upstream matching: an empty effect matches every effect, an empty key every
+        key (with Equal the values must still agree), Exists every value."""
+        if self.problem:
+            return False
         if self.effect and self.effect != taint.effect:
             return False
         if self.key and self.key != taint.key:
             return False
         if self.operator == "Exists":
             return True
-        return self.value == taint.value
+        if self.operator == "Equal":
+            return self.value == taint.value
+        return False
 
     def to_api(self) -> dict[str, Any]:
         out: dict[str, Any] = {"operator": self.operator}
@@ -310,6 +321,11 @@ def parse_taints(d: Mapping[str, Any], key: str, source: str) -> tuple[DeviceTai
 
 
 def parse_toleration(d: object) -> DeviceToleration:
+    """One toleration as the API validates it (raises FieldError otherwise).
+
+    An empty key goes with either operator, as upstream's validation allows: with Equal
+    it tolerates every taint whose value equals the toleration's.
+    """
     if not isinstance(d, Mapping):
         raise FieldError(f"expected an object, got {f.type_name(d)}")
     tol = DeviceToleration(
@@ -321,23 +337,29 @@ def parse_toleration(d: object) -> DeviceToleration:
     )
     if tol.operator == "Exists" and tol.value:
         raise FieldError("must be empty when operator is Exists", "value")
-    if not tol.key and tol.operator != "Exists":
-        raise FieldError("an empty key requires operator Exists", "operator")
     return tol
 
 
 def parse_tolerations(
     d: Mapping[str, Any], key: str = "tolerations"
 ) -> tuple[DeviceToleration, ...]:
-    items = f.lst(d, key)
-    if not items:
-        return ()
+    """The tolerations of a request or an allocation result, never failing the object.
+
+    An entry draco cannot read becomes a toleration that tolerates nothing and carries
+    the problem (field path relative to the owning request or result), so the claim is
+    still evicted where upstream would evict it and the problem can be reported.
+    """
+    try:
+        items = f.lst(d, key)
+    except FieldError as e:
+        return (DeviceToleration(operator="", problem=f"{e.path}: {e.message}"),)
     out = []
     for i, t in enumerate(items):
         try:
             out.append(parse_toleration(t))
         except FieldError as e:
-            raise e.at(f"[{i}]").at(key) from None
+            where = f"{key}[{i}]" + (f".{e.path}" if e.path else "")
+            out.append(DeviceToleration(operator="", problem=f"{where}: {e.message}"))
     return tuple(out)
 
 

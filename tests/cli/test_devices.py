@@ -45,7 +45,7 @@ def test_example_cluster_matches_contract(capsys: pytest.CaptureFixture[str]) ->
     ids = [(d["driver"], d["pool"], d["device"]) for d in doc["devices"]]
     assert ids == sorted(ids) and len(ids) == 5
     gpu = next(d for d in doc["devices"] if d["pool"] == "node-a" and d["device"] == "gpu-1")
-    assert set(gpu) == {"driver", "pool", "device", "node", "nodeSelector", "attributes",
+    assert set(gpu) == {"driver", "pool", "device", "slice", "node", "nodeSelector", "attributes",
                         "capacity", "taints", "patchedBy"}
     assert gpu["node"] == "node-a" and gpu["nodeSelector"] is None
     # unqualified names take the driver's domain; qualified names stay as published

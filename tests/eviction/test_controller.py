@@ -163,14 +163,25 @@ def test_eviction_api_mode_respects_a_disruption_budget(cluster: EmbeddedCluster
     kubectl("apply", "-f", "-", input=json.dumps({
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}))
-    operator(SimpleNamespace(**{**vars(SETTINGS), "use_eviction_api": True}))
+    operator(SimpleNamespace(**{**vars(SETTINGS), "use_eviction_api": True, "eviction_retry_after": 0.3}))
     kubectl("apply", "-f", "-", input=rule("maint", "NoExecute", {}))
     cond = wait_for(lambda: condition(cluster, "maint"), 15, what="the rule condition")
     assert cond["status"] == "True" and cond["reason"] == "PodsPendingEviction"
-    time.sleep(1.5)
+    time.sleep(1.5)  # several refused attempts
     assert pod_exists(cluster, "guarded")
+
+    def pod_events() -> list[dict[str, Any]]:
+        items = json.loads(kubectl("get", "events", "-o", "json").stdout)["items"]
+        return [e for e in items if e["involvedObject"]["name"] == "guarded"]
+
+    refused = pod_events()
+    assert [e["reason"] for e in refused] == ["DeviceTaintEvictionRefused"]  # once, and no "Marking for deletion"
+    assert refused[0]["type"] == "Warning" and "PodDisruptionBudget" in refused[0]["message"]
     kubectl("delete", "pdb", "keep")
     wait_for(lambda: not pod_exists(cluster, "guarded"), 20, what="eviction once the budget is gone")
+    marked = wait_for(lambda: [e for e in pod_events() if e["reason"] == "DeviceTaintManagerEviction"], 10,
+                      what="the Marking for deletion Event")
+    assert marked[0]["message"] == "Marking for deletion"
 
 
 def test_restart_mid_eviction_finishes_without_double_eviction(

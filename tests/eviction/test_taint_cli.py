@@ -42,8 +42,8 @@ def test_taint_previews_asks_creates_and_removes(cluster: EmbeddedCluster, kubec
 
 def test_empty_selector_needs_all_devices(cluster: EmbeddedCluster) -> None:
     refused = draco(cluster, "", "k:NoSchedule")
-    assert refused.returncode == 1 and "--all-devices" in refused.stderr
+    assert refused.returncode == 2 and "--all-devices" in refused.stderr
     ok = draco(cluster, "", "k:NoSchedule", "--all-devices", "--name", "everything")
     assert ok.returncode == 0, ok.stderr
     bad = draco(cluster, "rack=r1", "k:NoSchedule")
-    assert bad.returncode == 1 and "bad selector" in bad.stderr
+    assert bad.returncode == 2 and "bad selector" in bad.stderr

@@ -321,59 +321,6 @@ MALFORMED: list[tuple[str, dict[str, Any], str, str, str]] = [
         "required",
     ),
     (
-        "unknown toleration operator",
-        claim_obj(
-            [
-                {
-                    "name": "gpu",
-                    "exactly": {
-                        "deviceClassName": "c",
-                        "tolerations": [{"key": "k", "operator": "Matches"}],
-                    },
-                }
-            ]
-        ),
-        "ResourceClaim team-a/c1",
-        "spec.devices.requests[0].exactly.tolerations[0].operator",
-        "unknown value",
-    ),
-    (
-        "Exists toleration with a value",
-        claim_obj(
-            [
-                {
-                    "name": "gpu",
-                    "exactly": {
-                        "deviceClassName": "c",
-                        "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}],
-                    },
-                }
-            ]
-        ),
-        "ResourceClaim team-a/c1",
-        "spec.devices.requests[0].exactly.tolerations[0].value",
-        "empty",
-    ),
-    (
-        "tolerationSeconds as string",
-        claim_obj(
-            [
-                {
-                    "name": "gpu",
-                    "exactly": {
-                        "deviceClassName": "c",
-                        "tolerations": [
-                            {"key": "k", "operator": "Exists", "tolerationSeconds": "300"}
-                        ],
-                    },
-                }
-            ]
-        ),
-        "ResourceClaim team-a/c1",
-        "spec.devices.requests[0].exactly.tolerations[0].tolerationSeconds",
-        "expected an integer",
-    ),
-    (
         "selector without expression",
         claim_obj(
             [{"name": "gpu", "exactly": {"deviceClassName": "c", "selectors": [{"cel": {}}]}}]

@@ -43,7 +43,7 @@ def not_supported(field: str, value: Any, supported: list[str]) -> Cause:
 
 def too_many(field: str, actual: int, limit: int) -> Cause:
     return {"reason": "FieldValueTooMany", "field": field,
-            "message": f"Too many: {actual}: must have at most {limit} items"}
+            "message": f"Too many: {actual}: must have at most {limit} {'item' if limit == 1 else 'items'}"}
 
 
 def too_long(field: str, limit: int) -> Cause:

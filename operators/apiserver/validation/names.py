@@ -9,8 +9,12 @@ from operators.apiserver.validation.causes import Cause, invalid
 _NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
+C_IDENTIFIER_MSG = ("a valid C identifier must start with alphabetic character or '_', followed by a "
+                    "string of alphanumeric characters or '_' (e.g. 'my_name',  or 'MY_NAME',  or "
+                    "'MyName', regex used for validation is '[A-Za-z_][A-Za-z0-9_]*')")
 NAME_PART_MSG = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must "
                  "start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
                  "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
@@ -57,15 +61,31 @@ def label_value(value: object, field: str) -> list[Cause]:
 
 
 def dns_label(value: object, field: str) -> list[Cause]:
-    if not isinstance(value, str) or len(value) > 63 or not _DNS1123_LABEL.match(value):
+    if not isinstance(value, str):
         return [invalid(field, value, DNS_LABEL_MSG)]
-    return []
+    out = [invalid(field, value, "must be no more than 63 characters")] if len(value) > 63 else []
+    if not _DNS1123_LABEL.match(value):
+        # a valid subdomain that is no label can only be wrong by its dots
+        out.append(invalid(field, value, "must not contain dots" if _DNS1123_SUBDOMAIN.match(value)
+                           else DNS_LABEL_MSG))
+    return out
 
 
 def dns_subdomain(value: object, field: str) -> list[Cause]:
-    if not isinstance(value, str) or len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value):
+    if not isinstance(value, str):
         return [invalid(field, value, DNS_SUBDOMAIN_MSG)]
-    return []
+    out = [invalid(field, value, "must be no more than 253 characters")] if len(value) > 253 else []
+    if not _DNS1123_SUBDOMAIN.match(value):
+        out.append(invalid(field, value, DNS_SUBDOMAIN_MSG))
+    return out
+
+
+def object_name(value: object, field: str, label: bool = False, prefix: bool = False) -> list[Cause]:
+    """metadata.name (or, with `prefix`, generateName, whose trailing '-' is allowed)."""
+    if prefix and isinstance(value, str) and value.endswith("-"):
+        value = value[:-1] + "a"
+    check = dns_label if label else dns_subdomain
+    return check(value, field)
 
 
 def labels(mapping: object, field: str) -> list[Cause]:
