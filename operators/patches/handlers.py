@@ -9,14 +9,13 @@ status follows slice, class and patch changes alike.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
+from operators.kube.supervision import LoopState, Supervisor, default_supervisor
 from operators.patches.reporter import PatchReporter, PatchWriter
 from operators.tracker import Tracker
 from operators.tracker.slice_patches import KIND, SlicePatchOverlay
@@ -54,13 +53,15 @@ def register(
     settings: Any,
     *,
     writer: PatchWriter | None = None,
+    supervisor: Supervisor | None = None,
 ) -> PatchReporter:
     """Wire the reporter into `registry`; returns it (tests read its counters)."""
     overlay = overlay_of(tracker)
     out = writer or default_writer(settings)
     reporter = PatchReporter(tracker, overlay, out,
                              debounce=float(getattr(settings, "patches_debounce", 0.2)))
-    tasks: list[asyncio.Task[None]] = []
+    loops: list[LoopState] = []
+    boss = supervisor or default_supervisor()
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def resourceslicepatch_event(event: Mapping[str, Any], **_: Any) -> None:
@@ -74,15 +75,13 @@ def register(
 
     @kopf.on.startup(registry=registry)
     async def start_patch_reporter(**_: Any) -> None:
-        tasks.append(asyncio.create_task(reporter.run(), name="draco-patch-reporter"))
+        loops.append(boss.start("draco-patch-reporter", reporter.run, controller="patches"))
 
     @kopf.on.cleanup(registry=registry)
     async def stop_patch_reporter(**_: Any) -> None:
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        tasks.clear()
+        for loop in loops:
+            await boss.stop(loop)
+        loops.clear()
         close = getattr(out, "close", None)
         if close is not None:
             await close()

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from operators.kube.supervision import guarded
 from operators.patches import metrics
 from operators.patches.report import EventLedger, EventSpec, desired_status, status_differs
 from operators.tracker import Change, Tracker
@@ -58,6 +59,7 @@ class PatchReporter:
         self.status: dict[str, Mapping[str, Any]] = {}  # last known status per patch
         self.uids: dict[str, str] = {}
         self.passes = 0
+        self.failed: list[str] = []  # patches whose last pass failed (retried)
         self._wake = asyncio.Event()
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -108,48 +110,56 @@ class PatchReporter:
                 await self._wake.wait()
                 await asyncio.sleep(self.debounce)  # let a burst of events settle
                 self._wake.clear()
-                try:
-                    await self.sync_once()
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # a failed write is retried on the next pass
-                    log.error("reporting failed, retrying", kind=KIND, error=str(exc))
-                    self._wake.set()
+                await self.sync_once()
+                if self.failed:  # a failed write (or a bug about one patch) is retried
                     await asyncio.sleep(1.0)
+                    self._wake.set()
         finally:
             self.stop()
 
     async def sync_once(self) -> int:
         """Write what differs; returns the number of API writes."""
         self.passes += 1
+        self.failed = []
         writes = 0
         now = self.clock()
         for name in self.overlay.patch_names():
             if name not in self.status:
                 continue  # not (or no longer) in the API: nothing to write to
-            report = self.overlay.report(name)
-            if report is None:
-                continue
-            metrics.MATCHED_DEVICES.labels(name).set(report.matched_devices)
-            metrics.FAULTY.labels(name).set(1 if report.faulty else 0)
-            current = self.status.get(name)
-            self.ledger.seed(report, current)
-            desired = desired_status(report, current, now)
-            if status_differs(current, desired):
-                await self.writer.patch_status(name, desired)
-                cond = desired["conditions"][-1]
-                log.info("patch status", kind=KIND, name=name,
-                         matched_devices=desired["matchedDevices"], faulty=cond["status"],
-                         reason=cond["reason"], generation=desired["observedGeneration"])
-                self.status[name] = desired
-                metrics.STATUS_WRITES.inc()
-                writes += 1
-            for event in self.ledger.due(report):
-                involved = {"apiVersion": API_VERSION, "kind": KIND, "name": name,
-                            "uid": self.uids.get(name, "")}
-                await self.writer.post_event(involved, event)
-                log.warning("patch event", kind=KIND, name=name, reason=event.reason,
-                            message=event.message)
-                metrics.EVENTS.labels(event.reason).inc()
-                writes += 1
+            # One patch whose report or write fails is logged, counted and retried on a
+            # later pass; the others are still served.
+            with guarded("patches", "status", kind=KIND, name=name) as guard:
+                writes += await self._sync_patch(name, now)
+            if guard.failed:
+                self.failed.append(name)
+        return writes
+
+    async def _sync_patch(self, name: str, now: datetime) -> int:
+        """Write one patch's status and due Events; returns the number of API writes."""
+        writes = 0
+        report = self.overlay.report(name)
+        if report is None:
+            return 0
+        metrics.MATCHED_DEVICES.labels(name).set(report.matched_devices)
+        metrics.FAULTY.labels(name).set(1 if report.faulty else 0)
+        current = self.status.get(name)
+        self.ledger.seed(report, current)
+        desired = desired_status(report, current, now)
+        if status_differs(current, desired):
+            await self.writer.patch_status(name, desired)
+            cond = desired["conditions"][-1]
+            log.info("patch status", kind=KIND, name=name,
+                     matched_devices=desired["matchedDevices"], faulty=cond["status"],
+                     reason=cond["reason"], generation=desired["observedGeneration"])
+            self.status[name] = desired
+            metrics.STATUS_WRITES.inc()
+            writes += 1
+        for event in self.ledger.due(report):
+            involved = {"apiVersion": API_VERSION, "kind": KIND, "name": name,
+                        "uid": self.uids.get(name, "")}
+            await self.writer.post_event(involved, event)
+            log.warning("patch event", kind=KIND, name=name, reason=event.reason,
+                        message=event.message)
+            metrics.EVENTS.labels(event.reason).inc()
+            writes += 1
         return writes

@@ -127,7 +127,11 @@ class TaintRuleOverlay(OverlayBase):
         self.errors: dict[str, ModelError] = {}
 
     def apply(self, event_type: EventType, obj: Any) -> Iterable[DeviceID]:
-        name = (obj.get("metadata") or {}).get("name", "") if isinstance(obj, Mapping) else obj.name
+        if isinstance(obj, Mapping):
+            meta = obj.get("metadata")
+            name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
+        else:
+            name = obj.name
         old = self.rules.get(name)
         if event_type == "DELETED":
             self.rules.pop(name, None)

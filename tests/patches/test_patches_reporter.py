@@ -126,3 +126,37 @@ async def test_the_loop_wakes_on_tracker_changes() -> None:
         assert rec.statuses[-1][1]["matchedDevices"] == 5
     finally:
         task.cancel()
+
+
+class FailingFor(Recorder):
+    """A writer whose status writes for one patch fail (an API outage, a bug)."""
+
+    def __init__(self, bad: str) -> None:
+        super().__init__()
+        self.bad = bad
+
+    async def patch_status(self, name: str, status: Mapping[str, Any]) -> None:
+        if name == self.bad:
+            raise RuntimeError("the API server is on fire")
+        await super().patch_status(name, status)
+
+
+async def test_one_failing_patch_is_counted_and_retried_while_the_others_are_served() -> None:
+    from operators.kube.supervision import error_count
+
+    tracker = Tracker()
+    overlay = SlicePatchOverlay()
+    tracker.register_overlay(overlay)
+    writer = FailingFor("a")
+    reporter = PatchReporter(tracker, overlay, writer, clock=lambda: T0, debounce=0)
+    tracker.apply(added(slice_obj("s", GPU, "node-a", [{"name": "gpu-0"}])))
+    for name in ("a", "b", "c"):
+        feed(tracker, reporter, patch_obj(name, filter={"driver": GPU}))
+    before = error_count("patches", "status")
+    assert await reporter.sync_once() == 2
+    assert sorted(name for name, _ in writer.statuses) == ["b", "c"]
+    assert reporter.failed == ["a"]
+    assert error_count("patches", "status") == before + 1
+    writer.bad = ""  # the outage ends: the next pass writes the patch it missed
+    assert await reporter.sync_once() == 1
+    assert [name for name, _ in writer.statuses][-1] == "a" and reporter.failed == []
