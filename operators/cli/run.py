@@ -1,8 +1,7 @@
 """`draco run`: the operator, with the chosen controllers, against the current kubeconfig.
 
 Every controller shares one tracker, fed once per watched kind. kopf runs standalone
-(no peering): for high availability run one replica, or several behind a Lease-based
-leader election in front of `draco run`.
+(no peering) and draco has no leader election yet: run exactly one replica.
 """
 
 from __future__ import annotations
