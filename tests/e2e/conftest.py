@@ -51,6 +51,16 @@ def embedded_137(tmp_path: Path, kubectl_137: str) -> Iterator[Backend]:
         b.cleanup()
 
 
+@pytest.fixture
+def real(real_cluster: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
+    """A namespace of the real cluster alone (for tests whose oracle is the real server)."""
+    backend = RealBackend(real_cluster, tmp_path)
+    try:
+        yield backend
+    finally:
+        backend.cleanup()
+
+
 @pytest.fixture(params=["embedded", pytest.param("real", marks=pytest.mark.real)])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     b: Backend

@@ -9,8 +9,6 @@ accepts — as it stores it, defaulted and with gated fields dropped — must pa
 from __future__ import annotations
 
 import string
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from operators.model import ModelError, parse_object
-from tests.e2e.backends import RealBackend, RealCluster
+from tests.e2e.backends import RealBackend
 
 pytestmark = pytest.mark.real
 
@@ -56,15 +54,6 @@ toleration = st.fixed_dictionaries(
                   "value": st.text(string.ascii_letters, max_size=8),
                   "effect": effect,
                   "tolerationSeconds": big_int})
-
-
-@pytest.fixture
-def real(real_cluster: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
-    backend = RealBackend(real_cluster, tmp_path)
-    try:
-        yield backend
-    finally:
-        backend.cleanup()
 
 
 def check_readable(real: RealBackend, path: str, obj: dict[str, Any]) -> dict[str, Any] | None:

@@ -8,8 +8,6 @@ each resulting update (narrowed affinity, draco's gate removed) is sent to the r
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from operators.narrowing import DRACO_GATE, Narrowed, narrow
-from tests.e2e.backends import RealBackend, RealCluster
+from tests.e2e.backends import RealBackend
 
 pytestmark = pytest.mark.real
 
@@ -52,15 +50,6 @@ def term(draw: st.DrawFn) -> dict[str, Any]:
 selector = st.builds(lambda terms: {"nodeSelectorTerms": terms},
                      st.lists(term(), min_size=1, max_size=3))
 labels = st.fixed_dictionaries({k: st.sampled_from(v) for k, v in VALUES.items()})
-
-
-@pytest.fixture
-def real(real_cluster: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
-    backend = RealBackend(real_cluster, tmp_path)
-    try:
-        yield backend
-    finally:
-        backend.cleanup()
 
 
 @settings(max_examples=60, deadline=None, derandomize=True,
