@@ -73,3 +73,14 @@ def test_without_go_the_build_fails_with_the_reason(tmp_path: Path) -> None:
 def test_bad_usage_is_refused() -> None:
     proc = hack("up", "--k8s", "1.20", "--dir", "/tmp/x")
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_a_component_that_does_not_come_up_is_named_with_its_log(tmp_path: Path) -> None:
+    directory = tmp_path / "broken"
+    up = hack("up", "--k8s", "1.34", "--dir", str(directory), "--nodes", "0",
+              "--apiserver-arg=--no-such-flag")
+    assert up.returncode == 1 and "Traceback" not in up.stderr
+    assert "kube-apiserver exited during start" in up.stderr
+    assert "unknown flag: --no-such-flag" in up.stderr  # the tail of its log
+    # what had started (etcd) was stopped again
+    assert not alive(int((directory / "etcd.pid").read_text()))
