@@ -124,7 +124,7 @@ def rule(api_version: str) -> dict[str, Any]:
                      "taint": {"key": "example.com/drain", "effect": "NoExecute"}}}
 
 
-def draco_side(workdir: Path, nodes: int, per_node: int) -> dict[str, Any]:
+def draco_side(workdir: Path, nodes: int, per_node: int, *flags: str) -> dict[str, Any]:
     cluster = start_cluster("1.34", nodes, workdir).install_crds()
     try:
         client = Client(cluster)
@@ -132,7 +132,7 @@ def draco_side(workdir: Path, nodes: int, per_node: int) -> dict[str, Any]:
         env = {**os.environ, "KUBECONFIG": str(cluster.admin_kubeconfig)}
         log = open(workdir / "draco.log", "w")  # noqa: SIM115 - closed below
         draco = subprocess.Popen([sys.executable, "-m", "operators", "run", "--controllers",
-                                  "eviction", "--log-format", "json"], env=env, cwd=ROOT,
+                                  "eviction", "--log-format", "json", *flags], env=env, cwd=ROOT,
                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             time.sleep(6)  # its initial listing of 1,000 claims and pods

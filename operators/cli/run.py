@@ -34,8 +34,9 @@ def register(subparsers: Any) -> None:
                         help="API requests per second, more than 0 (default 200)")
     parser.add_argument("--burst", type=int_range(1, 1_000_000), default=400, metavar="N",
                         help="API request burst, at least 1 (default 400)")
-    parser.add_argument("--eviction-workers", type=int_range(1, 10_000), default=10, metavar="N",
-                        help="concurrent pod evictions, at least 1 (default 10, as upstream's integration test)")
+    parser.add_argument("--eviction-workers", type=int_range(1, 10_000), default=32, metavar="N",
+                        help="concurrent pod evictions, at least 1 (default 32; --qps bounds "
+                             "the load they put on the API server)")
     parser.add_argument("--grace-period", type=seconds, default=5.0, metavar="SECONDS",
                         help="seconds after a rule's creation or effect change before "
                              "EvictionInProgress may become False (default 5)")

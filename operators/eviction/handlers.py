@@ -25,7 +25,7 @@ FEEDS = ("ResourceSlice", "ResourceClaim", "Pod", "DeviceTaintRule")
 
 def settings_from(settings: Any) -> EvictionSettings:
     return EvictionSettings(
-        workers=max(int(getattr(settings, "eviction_workers", 10)), 1),
+        workers=max(int(getattr(settings, "eviction_workers", 32)), 1),
         grace_period=float(getattr(settings, "grace_period", 5.0)),
         use_eviction_api=bool(getattr(settings, "use_eviction_api", False)),
         status_interval=float(getattr(settings, "status_interval", 1.0)),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass
 class EvictionSettings:
-    workers: int = 10
+    workers: int = 32
     grace_period: float = 5.0  # seconds before a condition may become False
     status_interval: float = 1.0  # at most one status write per rule per interval
     use_eviction_api: bool = False  # policy/v1 Eviction, honouring PodDisruptionBudgets
