@@ -1,0 +1,175 @@
+"""Why a claim could not be allocated, per request: the funnel a user reads when a pod
+stays pending.
+
+Each request (each subrequest of a `firstAvailable` list) is examined on its own, over
+the devices reachable from the node, with the search's checks in the search's order:
+devices of incomplete or invalid pools, devices in use (before any CEL), the class's
+selectors, the request's selectors, untolerated taints, and devices lacking an
+attribute a `matchAttribute` constraint of the request needs. What survives is
+`available`; when every request has enough, the failure lies in how the requests
+compete for devices or in constraint values that disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from operators.allocator.inventory import Inventory, NodeInfo, placement_matches
+from operators.allocator.requests import (
+    AllocationError,
+    Wanted,
+    extra_tolerations,
+    wanted_for_claim,
+)
+from operators.allocator.search import selectors_match, taint_blocks
+from operators.model import DeviceClass, DeviceID, ResourceClaim
+
+MAX_CEL_ERRORS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class RequestExplain:
+    request: str  # `main` or `main/sub`
+    device_class: str
+    needed: int | None  # None: All mode
+    devices: int = 0  # reachable from the node
+    incomplete_pool: int = 0
+    in_use: int = 0
+    class_matched: int = 0
+    selectors_kept: int = 0
+    tainted: int = 0
+    constraint_dropped: int = 0
+    available: int = 0
+    cel_errors: tuple[str, ...] = ()
+
+    @property
+    def short(self) -> bool:
+        """Too few devices for this request alone."""
+        return self.available == 0 if self.needed is None else self.available < self.needed
+
+    def summary(self) -> str:
+        need = "all" if self.needed is None else str(self.needed)
+        parts = [f"request {self.request}: {self.available} available, {need} needed"]
+        parts.append(f"class {self.device_class} matched {self.class_matched} of {self.devices}")
+        parts.append(f"selectors kept {self.selectors_kept}")
+        for n, what in ((self.tainted, "tainted"), (self.in_use, "in use"),
+                        (self.incomplete_pool, "in incomplete pools"),
+                        (self.constraint_dropped, "lacking a constraint attribute")):
+            if n:
+                parts.append(f"{n} {what}")
+        if self.cel_errors:
+            parts.append(f"CEL error: {self.cel_errors[0]}")
+        return "; ".join(parts)
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "request": self.request, "deviceClass": self.device_class,
+            "needed": "All" if self.needed is None else self.needed,
+            "devices": self.devices, "incompletePool": self.incomplete_pool,
+            "inUse": self.in_use, "classMatched": self.class_matched,
+            "selectorsKept": self.selectors_kept, "tainted": self.tainted,
+            "constraintDropped": self.constraint_dropped, "available": self.available,
+            "celErrors": list(self.cel_errors),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimExplain:
+    claim: str  # ns/name
+    requests: tuple[RequestExplain, ...] = ()
+    problems: tuple[str, ...] = ()  # unreadable tolerations annotation, missing class
+
+    def to_api(self) -> dict[str, Any]:
+        return {"claim": self.claim, "requests": [r.to_api() for r in self.requests],
+                "problems": list(self.problems)}
+
+
+def _explain_one(w: Wanted, claim: ResourceClaim, inventory: Inventory,
+                 node: NodeInfo | None, in_use: Collection[DeviceID]) -> RequestExplain:
+    counts = dict.fromkeys(("devices", "incomplete", "in_use", "class", "kept", "tainted",
+                            "constraint", "available"), 0)
+    errors: dict[str, None] = {}
+    needs = [c.match_attribute for c in claim.constraints
+             if c.match_attribute and (not c.requests or w.base in c.requests
+                                       or (w.sub and w.name in c.requests))]
+    label = f"{claim.namespace}/{claim.name}"
+    for pool in inventory:
+        targeting = pool.targeting(node)
+        unusable = pool.unusable(targeting)
+        for sl in targeting:
+            for d in sl.devices:
+                if sl.per_device and not placement_matches(d.placement, node):
+                    continue
+                counts["devices"] += 1
+                if unusable:
+                    counts["incomplete"] += 1
+                    continue
+                if not w.admin_access and d.id in in_use:
+                    counts["in_use"] += 1
+                    continue
+                try:
+                    if not selectors_match(w.device_class.selectors, d,
+                                           f"class {w.device_class.name}"):
+                        continue
+                    counts["class"] += 1
+                    if not selectors_match(w.spec.selectors, d, f"claim {label}"):
+                        continue
+                except AllocationError as e:
+                    if len(errors) < MAX_CEL_ERRORS:
+                        errors[str(e)] = None
+                    continue
+                counts["kept"] += 1
+                if taint_blocks(d.taints, w.tolerations):
+                    counts["tainted"] += 1
+                    continue
+                if any(a not in d.attributes for a in needs):
+                    counts["constraint"] += 1
+                    continue
+                counts["available"] += 1
+    return RequestExplain(
+        request=w.name, device_class=w.device_class.name,
+        needed=None if w.all_mode else w.count, devices=counts["devices"],
+        incomplete_pool=counts["incomplete"], in_use=counts["in_use"],
+        class_matched=counts["class"], selectors_kept=counts["kept"],
+        tainted=counts["tainted"], constraint_dropped=counts["constraint"],
+        available=counts["available"], cel_errors=tuple(errors))
+
+
+def explain(claims: Sequence[ResourceClaim], node: NodeInfo | None, inventory: Inventory,
+            classes: Mapping[str, DeviceClass],
+            in_use: Collection[DeviceID]) -> tuple[ClaimExplain, ...]:
+    out = []
+    for ci, claim in enumerate(claims):
+        label = f"{claim.namespace}/{claim.name}"
+        problems: list[str] = []
+        _, tol_problem = extra_tolerations(claim)
+        if tol_problem:
+            problems.append(f"tolerations annotation ignored: {tol_problem}")
+        try:
+            plan = wanted_for_claim(ci, claim, classes)
+        except AllocationError as e:
+            out.append(ClaimExplain(label, (), (*problems, str(e))))
+            continue
+        reqs = tuple(_explain_one(w, claim, inventory, node, in_use)
+                     for alts in plan for w in alts)
+        out.append(ClaimExplain(label, reqs, tuple(problems)))
+    return tuple(out)
+
+
+def reason_from(explained: Sequence[ClaimExplain]) -> str:
+    """One sentence for an Event or a CLI column: the first request that cannot be met,
+    or that the requests can each be met but not together."""
+    for ce in explained:
+        for p in ce.problems:
+            return f"claim {ce.claim}: {p}"
+        by_parent: dict[str, list[RequestExplain]] = {}
+        for r in ce.requests:
+            by_parent.setdefault(r.request.partition("/")[0], []).append(r)
+        for alts in by_parent.values():
+            if all(r.short for r in alts):
+                return f"claim {ce.claim}: cannot allocate: " + alts[0].summary()
+    return ("cannot allocate: each request has enough matching devices on its own, but "
+            "not together (devices shared between requests or claims, or constraint "
+            "values that disagree)")

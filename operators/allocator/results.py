@@ -1,0 +1,124 @@
+"""Turning a found solution into `status.allocation`, as upstream writes it.
+
+Config: each DeviceClass's config is added once, naming every request that used the
+class; claim config is added once per request it names (so a config naming two
+allocated requests appears twice, as upstream does), and once if it names none; a
+config naming as many requests as the claim has gets its `requests` cleared ("all").
+Node selector: the first node-local device pins the node by name; otherwise the
+single-term selectors of the devices are merged into one term; none means anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from operators.allocator.requests import AllocationError, Wanted
+from operators.allocator.search import Pick
+from operators.model import (
+    AllocationResult,
+    DeviceAllocationConfiguration,
+    DeviceRequestAllocationResult,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    ResourceClaim,
+)
+
+
+def _contains(reqs: list[NodeSelectorRequirement], r: NodeSelectorRequirement) -> bool:
+    values = set(r.values)
+    return any(e.key == r.key and e.operator == r.operator and set(e.values) == values
+               for e in reqs)
+
+
+def node_selector_for(picks: Sequence[Pick]) -> NodeSelector | None:
+    fields: list[NodeSelectorRequirement] = []
+    exprs: list[NodeSelectorRequirement] = []
+    for p in picks:
+        placement = p.device.placement
+        if placement.node_name:
+            return NodeSelector((NodeSelectorTerm(match_fields=(
+                NodeSelectorRequirement("metadata.name", "In", (placement.node_name,)),)),))
+        sel = placement.node_selector
+        if sel is None or not sel.terms:
+            continue
+        if len(sel.terms) > 1:
+            raise AllocationError(
+                f"unsupported ResourceSlice.NodeSelector with {len(sel.terms)} terms")
+        term = sel.terms[0]
+        for r in term.match_fields:
+            if not _contains(fields, r):
+                fields.append(r)
+        for r in term.match_expressions:
+            if not _contains(exprs, r):
+                exprs.append(r)
+    if not fields and not exprs:
+        return None
+    return NodeSelector((NodeSelectorTerm(match_expressions=tuple(exprs),
+                                          match_fields=tuple(fields)),))
+
+
+def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
+                     used: Sequence[Wanted]) -> AllocationResult:
+    """`used`: the Wanted of each request, in request order (the chosen subrequest)."""
+    results = tuple(
+        DeviceRequestAllocationResult(
+            request=p.wanted.name, driver=p.device.id.driver, pool=p.device.id.pool,
+            device=p.device.id.device, admin_access=p.wanted.admin_access,
+            tolerations=p.wanted.spec.tolerations)
+        for p in picks)
+    config: list[tuple[str, list[str], Any]] = []
+    class_ranges: dict[str, tuple[int, int]] = {}
+    for w in used:
+        cls = w.device_class
+        if cls.name in class_ranges:
+            start, end = class_ranges[cls.name]
+            for i in range(start, end):
+                config[i][1].append(w.name)
+            continue
+        start = len(config)
+        for c in cls.config:
+            config.append(("FromClass", [w.name], c.opaque))
+        class_ranges[cls.name] = (start, len(config))
+    for cc in claim.config:
+        if not cc.requests:
+            config.append(("FromClaim", list(cc.requests), cc.opaque))
+            continue
+        for w in used:
+            if w.base in cc.requests or (w.sub and w.name in cc.requests):
+                config.append(("FromClaim", list(cc.requests), cc.opaque))
+    n_requests = len(claim.requests)
+    out = tuple(
+        DeviceAllocationConfiguration(
+            source=src, requests=() if len(reqs) == n_requests else tuple(reqs), opaque=opaque)
+        for src, reqs, opaque in config)
+    return AllocationResult(results=results, config=out, node_selector=node_selector_for(picks))
+
+
+def allocation_to_api(a: AllocationResult) -> dict[str, Any]:
+    """`status.allocation` as the API writes it (no allocationTimestamp: the writer sets it)."""
+    results = []
+    for r in a.results:
+        item: dict[str, Any] = {"request": r.request, "driver": r.driver, "pool": r.pool,
+                                "device": r.device}
+        if r.admin_access:
+            item["adminAccess"] = True
+        if r.tolerations:
+            item["tolerations"] = [t.to_api() for t in r.tolerations]
+        results.append(item)
+    config = []
+    for c in a.config:
+        entry: dict[str, Any] = {"source": c.source}
+        if c.requests:
+            entry["requests"] = list(c.requests)
+        if c.opaque is not None:
+            entry["opaque"] = c.opaque.to_api()
+        config.append(entry)
+    devices: dict[str, Any] = {"results": results}
+    if config:
+        devices["config"] = config
+    out: dict[str, Any] = {"devices": devices}
+    if a.node_selector is not None:
+        out["nodeSelector"] = a.node_selector.to_api()
+    return out

@@ -1,0 +1,316 @@
+"""The backtracking search, step for step as upstream's structured allocator.
+
+Claims are allocated one after the other, each claim's requests in order, each
+request one device at a time; every device choice recurses, so a dead end anywhere
+(a later request, a later claim of the same pod) backtracks into earlier choices.
+The first complete solution wins. Upstream tries every device for every position of
+a request, so it walks each set of devices in every order; here the next device of a
+request is sought only after the previous one. The first solution is the same (within
+a request, any valid set can be listed in search order, and the first found is the one
+listed so), but a request that cannot be met costs 2^n steps instead of n!.
+Per candidate the checks run in upstream's order:
+in use (cheap, before any CEL), class selectors, request selectors, per-device node
+placement, taints, then the claim's constraints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from operators.allocator.inventory import (
+    Candidate,
+    Inventory,
+    NodeInfo,
+    PoolCandidates,
+    SliceCandidates,
+    placement_matches,
+)
+from operators.allocator.requests import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    AllocationError,
+    Wanted,
+    check_constraints,
+    claim_label,
+    wanted_for_claim,
+)
+from operators.cel import compile_selector
+from operators.model import (
+    Attribute,
+    DeviceClass,
+    DeviceConstraint,
+    DeviceID,
+    DeviceSelector,
+    DeviceTaint,
+    DeviceToleration,
+    ResourceClaim,
+)
+
+BUDGET_CHECK_EVERY = 128
+
+
+class TooComplex(Exception):
+    """The search used up its time budget."""
+
+
+class _MaxSize(Exception):
+    """More than 32 results would be needed along this path (prune, try another)."""
+
+
+def taint_blocks(taints: Sequence[DeviceTaint], tolerations: Sequence[DeviceToleration]) -> bool:
+    """Upstream: only NoSchedule and NoExecute taints keep devices away; None and
+    effects it does not know are ignored."""
+    for taint in taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(
+            t.tolerates(taint) for t in tolerations
+        ):
+            return True
+    return False
+
+
+def selectors_match(
+    selectors: Sequence[DeviceSelector], device: Candidate, where: str
+) -> bool:
+    """All true, stopping at the first false; compile or runtime errors raise, naming
+    `where` (the class or the claim) the way upstream's messages do."""
+    for i, sel in enumerate(selectors):
+        compiled = compile_selector(sel.expression)
+        if compiled.compile_error is not None:
+            raise AllocationError(f"{where}: selector #{i}: CEL compile error: {compiled.compile_error}")
+        res = compiled.evaluate(device)
+        if res.error is not None:
+            raise AllocationError(
+                f"{where}: selector #{i} on device {device.id}: CEL runtime error: {res.error}")
+        if not res.matched:
+            return False
+    return True
+
+
+def same_attribute(a: Attribute, b: Attribute) -> bool:
+    """Typed equality: a bool never equals an int, an int never a string; versions
+    compare as strings, which semver's minimal form makes exact."""
+    return a.kind == b.kind and type(a.value) is type(b.value) and a.value == b.value
+
+
+class MatchAttribute:
+    """Every device of the named requests must carry the same value of one attribute."""
+
+    __slots__ = ("requests", "attribute", "value", "count")
+
+    def __init__(self, c: DeviceConstraint) -> None:
+        self.requests = frozenset(c.requests)
+        self.attribute = c.match_attribute or ""
+        self.value: Attribute | None = None
+        self.count = 0
+
+    def applies(self, w: Wanted) -> bool:
+        if not self.requests:
+            return True
+        return w.base in self.requests or (bool(w.sub) and w.name in self.requests)
+
+    def add(self, w: Wanted, d: Candidate) -> bool:
+        if not self.applies(w):
+            return True
+        attr = d.attributes.get(self.attribute)
+        if attr is None:
+            return False
+        if self.count == 0:
+            self.value, self.count = attr, 1
+            return True
+        assert self.value is not None
+        if not same_attribute(attr, self.value):
+            return False
+        self.count += 1
+        return True
+
+    def remove(self, w: Wanted) -> None:
+        if self.applies(w):
+            self.count -= 1
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    wanted: Wanted
+    device: Candidate
+
+
+def selectable(w: Wanted, sl: SliceCandidates, d: Candidate, node: NodeInfo | None,
+               claim: ResourceClaim) -> bool:
+    cached = w.match_cache.get(d.id)
+    if cached is not None:
+        return cached
+    ok = selectors_match(w.device_class.selectors, d, f"class {w.device_class.name}")
+    if ok:
+        ok = selectors_match(w.spec.selectors, d, f"claim {claim_label(claim)}")
+    if ok and sl.per_device:
+        ok = placement_matches(d.placement, node)
+    w.match_cache[d.id] = ok
+    return ok
+
+
+class Search:
+    """One allocation attempt over one node. `run()` -> True/False or raises."""
+
+    def __init__(self, claims: Sequence[ResourceClaim], node: NodeInfo | None,
+                 inventory: Inventory, classes: dict[str, DeviceClass],
+                 in_use: Collection[DeviceID], deadline: float) -> None:
+        self.claims = claims
+        self.node = node
+        self.in_use = in_use
+        self.deadline = deadline
+        self.steps = 0
+        self.pools: list[tuple[PoolCandidates, tuple[SliceCandidates, ...]]] = [
+            (p, t) for p in inventory if (t := p.targeting(node))
+        ]
+        self.usable: list[tuple[SliceCandidates, Candidate]] = [
+            (sl, d) for p, t in self.pools if not p.unusable(t)
+            for sl in t for d in sl.devices
+        ]
+        self.plan: list[list[list[Wanted]]] = []
+        self.constraints: list[list[MatchAttribute]] = []
+        self.picks: list[list[Pick]] = [[] for _ in claims]
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.chosen: dict[tuple[int, int], int] = {}
+        for ci, claim in enumerate(claims):
+            per_request = wanted_for_claim(ci, claim, classes, self._prepare)
+            minimum = sum(min(w.count for w in alts) for alts in per_request)
+            if minimum > ALLOCATION_RESULTS_MAX_SIZE:
+                raise AllocationError(
+                    f"claim {claim_label(claim)}: number of requested devices {minimum} "
+                    f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
+            self.plan.append(per_request)
+            self.constraints.append([MatchAttribute(c) for c in check_constraints(claim)])
+
+    def _prepare(self, w: Wanted) -> None:
+        if w.all_mode:
+            w.all_devices = self._all_devices(w, self.claims[w.claim_index])
+            w.count = len(w.all_devices)
+
+    def _all_devices(self, w: Wanted, claim: ResourceClaim) -> list[Candidate]:
+        found: list[Candidate] = []
+        for p, targeting in self.pools:
+            if p.incomplete:
+                raise AllocationError(
+                    f"claim {claim_label(claim)}, request {w.sub or w.base}: asks for all "
+                    f"devices, but resource pool {p.id} is currently being updated")
+            if p.unusable(targeting):
+                raise AllocationError(
+                    f"claim {claim_label(claim)}, request {w.sub or w.base}: asks for all "
+                    f"devices, but resource pool {p.id} is currently invalid")
+            for sl in targeting:
+                for d in sl.devices:
+                    if selectable(w, sl, d, self.node, claim):
+                        found.append(d)
+        return found
+
+    # -- the recursion --------------------------------------------------------------
+
+    def run(self) -> bool:
+        try:
+            return self._one(0, 0, 0, 0, False, 0)
+        except _MaxSize:
+            return False
+
+    def _tick(self) -> None:
+        self.steps += 1
+        if self.steps % BUDGET_CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+            raise TooComplex
+
+    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
+        self._tick()
+        if ci >= len(self.plan):
+            return True
+        requests = self.plan[ci]
+        if ri >= len(requests):
+            try:
+                return self._one(ci + 1, 0, 0, 0, False, 0)
+            except _MaxSize:
+                return False
+        alts = requests[ri]
+        if not in_sub and alts[0].sub_index >= 0:
+            all_exceeded = True
+            for k in range(len(alts)):
+                try:
+                    ok = self._one(ci, ri, k, di, True, 0)
+                except _MaxSize:
+                    continue
+                all_exceeded = False
+                if ok:
+                    self.chosen[(ci, ri)] = k
+                    return True
+            if all_exceeded:
+                raise _MaxSize
+            return False
+        w = alts[si]
+        if w.all_devices is not None and not w.all_devices:
+            return False
+        if di >= w.count:
+            return self._one(ci, ri + 1, 0, 0, False, 0)
+        if len(self.picks[ci]) + w.count - di > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _MaxSize
+        claim = self.claims[ci]
+        if w.all_devices is not None:
+            d = w.all_devices[di]
+            if not self._take(w, d, must=True):
+                return False
+            try:
+                done = self._one(ci, ri, si, di + 1, in_sub, 0)
+            except BaseException:
+                self._release(w, d)
+                raise
+            if not done:
+                self._release(w, d)
+            return done
+        usable = self.usable
+        if len(usable) - start < w.count - di:
+            return False
+        for pos in range(start, len(usable)):
+            sl, d = usable[pos]
+            if self._busy(w, d.id):
+                continue
+            if not selectable(w, sl, d, self.node, claim):
+                continue
+            if not self._take(w, d, must=False):
+                continue
+            try:
+                done = self._one(ci, ri, si, di + 1, in_sub, pos + 1)
+            except BaseException:
+                self._release(w, d)
+                raise
+            if done:
+                return True
+            self._release(w, d)
+        return False
+
+    def _busy(self, w: Wanted, device_id: DeviceID) -> bool:
+        holders = self.allocating.get(device_id)
+        if w.admin_access:
+            return holders is not None and w.claim_index in holders
+        return device_id in self.in_use or bool(holders)
+
+    def _take(self, w: Wanted, d: Candidate, must: bool) -> bool:
+        if self._busy(w, d.id):
+            return False
+        if taint_blocks(d.taints, w.tolerations):
+            return False
+        cons = self.constraints[w.claim_index]
+        for i, c in enumerate(cons):
+            if not c.add(w, d):
+                if must:
+                    raise AllocationError(
+                        f"claim {claim_label(self.claims[w.claim_index])}, request "
+                        f"{w.sub or w.base}: cannot add device {d.id} because a claim "
+                        "constraint would not be satisfied")
+                for prev in cons[:i]:
+                    prev.remove(w)
+                return False
+        self.allocating.setdefault(d.id, set()).add(w.claim_index)
+        self.picks[w.claim_index].append(Pick(w, d))
+        return True
+
+    def _release(self, w: Wanted, d: Candidate) -> None:
+        for c in self.constraints[w.claim_index]:
+            c.remove(w)
+        self.allocating[d.id].discard(w.claim_index)
+        self.picks[w.claim_index].pop()
