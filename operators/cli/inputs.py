@@ -110,6 +110,7 @@ CLUSTER_SOURCES: dict[str, tuple[str, str]] = {
     "DeviceClass": ("/apis/resource.k8s.io/v1", "deviceclasses"),
     "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims"),
     "Pod": ("/api/v1", "pods"),
+    "Node": ("/api/v1", "nodes"),
     "DeviceTaintRule": ("/apis/resource.draco.dev/v1alpha1", "devicetaintrules"),
     "ResourceSlicePatch": ("/apis/resource.draco.dev/v1alpha1", "resourceslicepatches"),
 }

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from operators.cli.inputs import InputError, UsageError, one_line
 
 # Modules under operators.cli, in the order `draco --help` lists them.
-COMMANDS: tuple[str, ...] = ("devices", "evictions", "taint", "run", "apiserver")
+COMMANDS: tuple[str, ...] = ("devices", "allocate", "evictions", "taint", "run", "apiserver")
 
 
 def version() -> str:
@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="draco",
         description=(
             "DRA control-plane operators for GA DRA clusters: device-taint eviction "
-            "(DeviceTaintRule) and ResourceSlicePatch, with offline views of both."
+            "(DeviceTaintRule) and ResourceSlicePatch, with offline views of both and of "
+            "what draco would allocate."
         ),
     )
     parser.add_argument("--version", action="version", version=f"draco {version()}")

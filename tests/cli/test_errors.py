@@ -85,7 +85,8 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and re.fullmatch(r"draco \d+\.\d+\.\d+\S*\n", out)
     code, out, _ = invoke(["--help"], capsys)
     assert code == 0
-    for missing in ("allocat", "narrowing", "narrows"):
+    assert "allocate" in out  # the command exists; the allocator controller does not yet
+    for missing in ("allocator", "narrowing", "narrows"):
         assert missing not in out.lower()
     code, out, _ = invoke(["run", "--help"], capsys)
     assert "--metrics-address" in out and "no metrics server" in out

@@ -1,0 +1,252 @@
+"""Choosing the node for a pod's claims: try candidates, allocate on one, score, pick.
+
+Candidates, in the order they are tried: "no node" (only devices available on every
+node; its allocation holds wherever the pod lands), then the nodes by name. Each
+candidate gets a full `allocate` of all the pod's claims together; the feasible ones
+are scored and picked as `scoring` describes (ties to the earliest tried).
+
+What keeps this fast on 1,000+ nodes without changing the answer:
+- each node is searched over only the pools it can reach (an index by node name, with
+  selector and allNodes pools added), which the search would otherwise filter;
+- per distinct selector set, which devices of the whole inventory match is computed
+  once (`Matcher`) and reused across claims and nodes;
+- a node where some request has fewer reachable, free, matching, tolerated devices
+  than it needs is skipped without a search (a device whose CEL errs counts as a
+  match, so the search that reports the error still runs where it could);
+- an upper bound on each node's score (the best subrequest rank each request could
+  still use there) skips nodes that cannot beat the best found so far, and the search
+  stops as soon as a node reaches the best score any node could reach. Skipped nodes
+  could only tie or lose, and ties go to the node tried earlier, so the pick is the
+  one an exhaustive scoring would make.
+Not done upstream's way: kube-scheduler may stop filtering after enough feasible
+nodes (percentageOfNodesToScore) and breaks ties at random; draco is exhaustive in
+effect and deterministic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from operators.allocator.allocate import AllocationOutcome, allocate
+from operators.allocator.explain import explain, reason_from
+from operators.allocator.inventory import (
+    Candidate,
+    Inventory,
+    NodeInfo,
+    PoolCandidates,
+    SliceCandidates,
+    placement_matches,
+)
+from operators.allocator.requests import AllocationError, Wanted, wanted_for_claim
+from operators.allocator.scoring import normalize, pick, rank_bound, raw_score
+from operators.allocator.search import selectors_match, taint_blocks
+from operators.model import DeviceClass, DeviceID, NodePlacement, ResourceClaim
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The pod's verdict: `node` is None for "no node" (or when nothing fits)."""
+
+    outcome: AllocationOutcome
+    node: str | None = None
+    tried: int = 0
+    scores: Mapping[str | None, int] = field(default_factory=dict)  # normalized
+
+    @property
+    def allocated(self) -> bool:
+        return self.outcome.allocated
+
+
+class Matcher:
+    """Which devices of an inventory each selector set matches, computed once per set."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.devices: list[Candidate] = [d for p in inventory for s in p.slices for d in s.devices]
+        self._matches: dict[tuple[Any, ...], tuple[frozenset[DeviceID], tuple[Candidate, ...]]] = {}
+
+    def matching(self, w: Wanted) -> tuple[frozenset[DeviceID], tuple[Candidate, ...]]:
+        """The ids of the matching devices, and those devices in inventory order."""
+        key = (w.device_class.name, w.device_class.selectors, w.spec.selectors)
+        found = self._matches.get(key)
+        if found is None:
+            devices = []
+            for d in self.devices:
+                try:
+                    ok = (selectors_match(w.device_class.selectors, d, "")
+                          and selectors_match(w.spec.selectors, d, ""))
+                except AllocationError:
+                    ok = True  # let the search meet the error where it would
+                if ok:
+                    devices.append(d)
+            found = self._matches[key] = (frozenset(d.id for d in devices), tuple(devices))
+        return found
+
+
+class NodeIndex:
+    """The inventory split by where its pools are reachable, plus the node list."""
+
+    def __init__(self, inventory: Inventory, nodes: Sequence[NodeInfo]) -> None:
+        self.inventory = inventory
+        self.nodes = sorted(nodes, key=lambda n: n.name)
+        self.matcher = Matcher(inventory)
+        self._by_name: dict[str, set[int]] = {}
+        self._everywhere: set[int] = set()
+        self._other: set[int] = set()  # node selectors, per-device placement
+        for i, pool in enumerate(inventory):
+            for sl in pool.slices:
+                places = [d.placement for d in sl.devices] if sl.per_device else [sl.placement]
+                for pl in places:
+                    if pl.node_name:
+                        self._by_name.setdefault(pl.node_name, set()).add(i)
+                    elif pl.all_nodes and not sl.per_device:
+                        self._everywhere.add(i)
+                    else:
+                        self._other.add(i)
+        self._cache: dict[str | None, tuple[Inventory, tuple[Candidate, ...]]] = {}
+
+    def view(self, node: NodeInfo | None) -> tuple[Inventory, tuple[Candidate, ...]]:
+        """The pools the node reaches (in search order) and its reachable devices."""
+        key = None if node is None else node.name
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        indices = set(self._everywhere) | set(self._other)
+        if node is not None:
+            indices |= self._by_name.get(node.name, set())
+        pools: list[PoolCandidates] = []
+        devices: list[Candidate] = []
+        for i in sorted(indices):
+            targeting = self.inventory[i].targeting(node)
+            if not targeting:
+                continue
+            pools.append(self.inventory[i])
+            devices.extend(_reachable(targeting, node))
+        result = (tuple(pools), tuple(devices))
+        self._cache[key] = result
+        return result
+
+
+def _reachable(targeting: tuple[SliceCandidates, ...], node: NodeInfo | None) -> list[Candidate]:
+    return [d for sl in targeting for d in sl.devices
+            if not sl.per_device or placement_matches(d.placement, node)]
+
+
+def _enough(w: Wanted, devices: Collection[Candidate] | None, matcher: Matcher,
+            in_use: Collection[DeviceID]) -> bool:
+    """Whether `devices` (None: the whole inventory) hold enough free, tolerated devices
+    that the request's selectors match."""
+    if w.all_mode:
+        return True  # the search decides (All over nothing, incomplete pools: its errors)
+    matching, matched = matcher.matching(w)
+    need = w.count
+    if len(matching) < need:
+        return False
+    for d in matched if devices is None else devices:
+        if d.id in matching and (w.admin_access or d.id not in in_use) \
+                and not taint_blocks(d.taints, w.tolerations):
+            need -= 1
+            if need <= 0:
+                return True
+    return need <= 0
+
+
+def _ranks(plan: Sequence[Sequence[Sequence[Wanted]]], devices: Collection[Candidate] | None,
+           matcher: Matcher, in_use: Collection[DeviceID]) -> list[int | None] | None:
+    """Per `firstAvailable` request the first subrequest that could be met on these
+    devices; None overall when some request cannot be met at all."""
+    ranks: list[int | None] = []
+    for per_claim in plan:
+        for alts in per_claim:
+            first = next((k for k, w in enumerate(alts) if _enough(w, devices, matcher, in_use)),
+                         None)
+            if first is None:
+                return None
+            if alts[0].sub_index >= 0:
+                ranks.append(first)
+    return ranks
+
+
+def _cluster_wide(inventory: Inventory) -> Inventory:
+    """Every device reachable once, whatever its node: the frame for an explain that
+    covers all candidates."""
+    everywhere = NodePlacement(all_nodes=True)
+    return tuple(
+        PoolCandidates(p.id, p.incomplete, False, p.problem, tuple(
+            SliceCandidates(s.name, everywhere, False, s.devices) for s in p.slices))
+        for p in inventory)
+
+
+def place(
+    claims: Sequence[ResourceClaim],
+    index: NodeIndex,
+    classes: Mapping[str, DeviceClass],
+    in_use: Collection[DeviceID],
+    budget_s: float,
+    *,
+    only: NodeInfo | None = None,
+    with_explain: bool = True,
+) -> Placement:
+    """Allocate the pod's `claims` on the best candidate; `only`: try that node alone."""
+    deadline = time.monotonic() + budget_s
+    # Problems independent of any node (missing class, > 32 results, bad constraints)
+    # come first and are the verdict, as upstream fails the pod on them.
+    checked = allocate(claims, None, (), classes, in_use, budget_s, with_explain=False)
+    if checked.status == "error":
+        return Placement(checked)
+    plan = [wanted_for_claim(ci, c, classes) for ci, c in enumerate(claims)]
+    candidates: list[NodeInfo | None] = [only] if only is not None else [None, *index.nodes]
+    all_ranks = _ranks(plan, None, index.matcher, in_use)
+    ceiling = rank_bound(all_ranks) if all_ranks is not None else 0
+    raw: dict[str | None, int] = {}
+    outcomes: dict[str | None, AllocationOutcome] = {}
+    order: list[str | None] = []
+    best = -1
+    tried = 0
+    for node in candidates:
+        if all_ranks is None and only is None:
+            break
+        pools, devices = index.view(node)
+        if not pools and only is None and any(plan):
+            continue
+        ranks = _ranks(plan, devices, index.matcher, in_use)
+        if (ranks is None or rank_bound(ranks) <= best) and only is None:
+            continue
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return Placement(AllocationOutcome(
+                "too-complex", reason=f"allocation too complex: no result within {budget_s:g}s "
+                f"({tried} candidate nodes tried)"), tried=tried)
+        tried += 1
+        out = allocate(claims, node, pools, classes, in_use, remaining,
+                       with_explain=with_explain and only is not None)
+        if out.status in ("error", "too-complex"):
+            return Placement(out, None if node is None else node.name, tried)
+        if not out.allocated:
+            if only is not None:
+                return Placement(out, None, tried)
+            continue
+        key = None if node is None else node.name
+        raw[key] = raw_score(claims, out.allocations)
+        outcomes[key] = out
+        order.append(key)
+        best = max(best, raw[key])
+        if best >= ceiling:
+            break
+    if not outcomes:
+        return Placement(_nothing_fits(claims, index, classes, in_use, tried, with_explain),
+                         tried=tried)
+    chosen = pick(order, raw)
+    return Placement(outcomes[chosen], chosen, tried, normalize(raw))
+
+
+def _nothing_fits(claims: Sequence[ResourceClaim], index: NodeIndex,
+                  classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID],
+                  tried: int, with_explain: bool) -> AllocationOutcome:
+    where = f"no candidate node fits ({tried} searched, {len(index.nodes)} nodes)"
+    if not with_explain:
+        return AllocationOutcome("unsatisfiable", reason=f"cannot allocate: {where}")
+    why = explain(claims, None, _cluster_wide(index.inventory), dict(classes), in_use)
+    return AllocationOutcome("unsatisfiable", reason=f"{where}: {reason_from(why)}", explain=why)

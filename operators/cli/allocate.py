@@ -1,0 +1,227 @@
+"""`draco allocate`: what draco's allocator would allocate, and why not when it cannot.
+
+Nothing is written. The device view is the controllers' (ResourceSlicePatches and
+DeviceTaintRules included). Claims that already carry `status.allocation` count as
+allocated and hold their devices.
+
+Without --claim, every unallocated claim is allocated on its own, in input order, each
+seeing the devices of the earlier ones as taken. With --claim (once per claim), the
+named claims are allocated together, all or nothing, as one pod's claims are.
+
+Candidates: with --node, that node alone; otherwise "no node" (devices available on
+every node) and then every Node by name (without Node objects in the input, the nodes
+the ResourceSlices name). The best KEP-4816 score wins (upstream's scoring and
+normalization); ties go to the candidate tried first, so "no node" for claims that do
+not depend on a node.
+
+A claim that cannot be allocated is a result (`allocated: false` with the reason and,
+where the search got that far, the explain per request), and the exit code is 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from operators.allocator import (
+    DEFAULT_BUDGET_S,
+    AllocationOutcome,
+    NodeInfo,
+    in_use_from_tracker,
+    inventory_from_tracker,
+)
+from operators.allocator.nodes import NodeIndex, Placement, place
+from operators.cli.inputs import UsageError
+from operators.cli.output import emit, render_table, warn
+from operators.cli.state import add_source_options, load_state
+from operators.model import AllocationResult, DeviceID, NamespacedName, ResourceClaim
+from operators.tracker import Tracker
+
+
+def claim_key(text: str) -> NamespacedName:
+    ns, sep, name = text.partition("/")
+    if not sep or not ns or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, not {text!r}")
+    return NamespacedName(ns, name)
+
+
+claim_key.__name__ = "claim"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "allocate", help="which devices draco would give to claims, and why not when it cannot",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source_options(parser, formats=("table", "json"))
+    parser.add_argument("--claim", dest="claims", action="append", default=[], type=claim_key,
+                        metavar="NS/NAME", help="allocate this claim (repeat once per claim; "
+                        "the named claims are allocated together, all or nothing)")
+    parser.add_argument("--node", default=None, metavar="NAME", help="try only this node")
+    parser.set_defaults(func=run)
+
+
+# -- inputs -------------------------------------------------------------------------------
+
+def nodes_from(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list[NodeInfo]:
+    """Node objects of the input; without any, the nodes the slices name (no labels)."""
+    nodes: dict[str, NodeInfo] = {}
+    for obj in objects:
+        if obj.get("kind") != "Node":
+            continue
+        md = obj.get("metadata") or {}
+        name = md.get("name")
+        labels = md.get("labels") or {}
+        if isinstance(name, str) and name and isinstance(labels, dict):
+            nodes[name] = NodeInfo(name, {str(k): str(v) for k, v in labels.items()})
+    if not nodes:
+        for s in tracker.resource_slices():
+            if s.node_name:
+                nodes.setdefault(s.node_name, NodeInfo(s.node_name))
+            for d in s.devices:
+                if d.placement.node_name:
+                    nodes.setdefault(d.placement.node_name, NodeInfo(d.placement.node_name))
+    return sorted(nodes.values(), key=lambda n: n.name)
+
+
+def claims_in_order(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list[ResourceClaim]:
+    """The readable claims, in input order (unreadable ones are warned about)."""
+    seen: dict[NamespacedName, ResourceClaim] = {}
+    for obj in objects:
+        if obj.get("kind") != "ResourceClaim":
+            continue
+        md = obj.get("metadata") or {}
+        key = NamespacedName(str(md.get("namespace") or ""), str(md.get("name") or ""))
+        claim = tracker.claim(key)
+        if claim is None:
+            warn(f"ResourceClaim {key} cannot be read; skipped")
+        elif key not in seen:
+            seen[key] = claim
+    return list(seen.values())
+
+
+# -- records ------------------------------------------------------------------------------
+
+def _results(allocation: AllocationResult) -> list[dict[str, Any]]:
+    out = []
+    for r in allocation.results:
+        item: dict[str, Any] = {"request": r.request, "driver": r.driver, "pool": r.pool,
+                                "device": r.device}
+        if r.admin_access:
+            item["adminAccess"] = True
+        out.append(item)
+    return out
+
+
+def _config(allocation: AllocationResult) -> list[dict[str, Any]]:
+    out = []
+    for c in allocation.config:
+        entry: dict[str, Any] = {"source": c.source}
+        if c.requests:
+            entry["requests"] = list(c.requests)
+        if c.opaque is not None:
+            entry["opaque"] = c.opaque.to_api()
+        out.append(entry)
+    return out
+
+
+def _pinned_node(allocation: AllocationResult) -> str | None:
+    """The node an existing allocation names by metadata.name, if it names exactly one."""
+    sel = allocation.node_selector
+    if sel is None or len(sel.terms) != 1:
+        return None
+    term = sel.terms[0]
+    if term.match_expressions or len(term.match_fields) != 1:
+        return None
+    r = term.match_fields[0]
+    if r.key == "metadata.name" and r.operator == "In" and len(r.values) == 1:
+        return r.values[0]
+    return None
+
+
+def allocated_record(allocation: AllocationResult, node: str | None) -> dict[str, Any]:
+    return {"allocated": True, "node": node,
+            "nodeSelector": allocation.node_selector.to_api() if allocation.node_selector else None,
+            "results": _results(allocation), "config": _config(allocation),
+            "reason": None, "explain": None}
+
+
+def failed_record(outcome: AllocationOutcome, label: str) -> dict[str, Any]:
+    explained = next((e for e in outcome.explain if e.claim == label), None)
+    return {"allocated": False, "node": None, "nodeSelector": None, "results": [], "config": [],
+            "reason": outcome.reason or outcome.status,
+            "explain": explained.to_api() if explained is not None else None}
+
+
+def _label(c: ResourceClaim) -> str:
+    return f"{c.namespace}/{c.name}"
+
+
+def _taken(allocation: AllocationResult) -> list[DeviceID]:
+    return [r.id for r in allocation.results if not r.admin_access]
+
+
+# -- the command --------------------------------------------------------------------------
+
+def _record_placement(placed: Placement, pending: Sequence[ResourceClaim],
+                      out: dict[str, Any], in_use: set[DeviceID]) -> None:
+    for i, claim in enumerate(pending):
+        if placed.allocated:
+            allocation = placed.outcome.allocations[i]
+            out[_label(claim)] = allocated_record(allocation, placed.node)
+            in_use.update(_taken(allocation))
+        else:
+            out[_label(claim)] = failed_record(placed.outcome, _label(claim))
+
+
+def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequence[NamespacedName],
+             node: str | None, budget_s: float) -> dict[str, Any]:
+    ordered = claims_in_order(objects, tracker)
+    by_key = {NamespacedName(c.namespace, c.name): c for c in ordered}
+    missing = [str(k) for k in claims if k not in by_key]
+    if missing:
+        raise UsageError(f"no such ResourceClaim in the input: {', '.join(missing)}")
+    nodes = nodes_from(objects, tracker)
+    only: NodeInfo | None = None
+    if node is not None:
+        only = next((n for n in nodes if n.name == node), None)
+        if only is None:
+            warn(f"node {node} is not among the input's nodes; trying it without labels")
+            only = NodeInfo(node)
+    index = NodeIndex(inventory_from_tracker(tracker), nodes)
+    classes = {c.name: c for c in tracker.device_classes()}
+    in_use: set[DeviceID] = set(in_use_from_tracker(tracker))
+    out: dict[str, Any] = {}
+    selected = [by_key[k] for k in dict.fromkeys(claims)] if claims else ordered
+    pending: list[ResourceClaim] = []
+    for claim in selected:
+        if claim.allocation is not None:
+            out[_label(claim)] = allocated_record(claim.allocation, _pinned_node(claim.allocation))
+        elif claims:
+            pending.append(claim)
+            out[_label(claim)] = None  # keeps the input order
+        else:
+            placed = place([claim], index, classes, in_use, budget_s, only=only)
+            _record_placement(placed, [claim], out, in_use)
+    if pending:
+        placed = place(pending, index, classes, in_use, budget_s, only=only)
+        _record_placement(placed, pending, out, in_use)
+    return {"claims": out}
+
+
+def table(doc: dict[str, Any]) -> str:
+    rows = []
+    for label, rec in doc["claims"].items():
+        devices = ", ".join(f"{r['request']}={r['pool']}/{r['device']}"
+                            + (" (admin)" if r.get("adminAccess") else "") for r in rec["results"])
+        rows.append((label, "yes" if rec["allocated"] else "no", rec["node"], devices,
+                     rec["reason"]))
+    if not rows:
+        return "No claims to allocate.\n"
+    return render_table(("claim", "allocated", "node", "devices", "reason"), rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    tracker, objects = load_state(args)
+    emit(document(tracker, objects, args.claims, args.node, DEFAULT_BUDGET_S), args.output, table)
+    return 0
