@@ -18,18 +18,21 @@ import structlog
 from operators.cli.inputs import ClusterError, InputError, UsageError, connection_problem, kube_api
 from operators.cli.options import float_range, int_range, port, seconds
 
-CONTROLLERS = ("eviction", "patches")
+CONTROLLERS = ("eviction", "patches", "narrowing")
+DEFAULT_CONTROLLERS = CONTROLLERS  # every controller that exists runs without --controllers
 FEEDS = {
     "eviction": ("ResourceSlice", "ResourceClaim", "Pod", "DeviceTaintRule"),
     "patches": ("ResourceSlice", "DeviceClass"),
+    "narrowing": ("ResourceClaim", "Pod"),
 }
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("run", help="the operator against the current kubeconfig",
                                    description=__doc__)
-    parser.add_argument("--controllers", default=",".join(CONTROLLERS), metavar="LIST",
-                        help=f"comma-separated, from: {', '.join(CONTROLLERS)} (default: all)")
+    parser.add_argument("--controllers", default=",".join(DEFAULT_CONTROLLERS), metavar="LIST",
+                        help=f"comma-separated, from: {', '.join(CONTROLLERS)} "
+                             f"(default: {','.join(DEFAULT_CONTROLLERS)})")
     parser.add_argument("--qps", type=float_range(0, 1e6, low_open=True), default=200.0, metavar="N",
                         help="API requests per second, more than 0 (default 200)")
     parser.add_argument("--burst", type=int_range(1, 1_000_000), default=400, metavar="N",
@@ -42,6 +45,9 @@ def register(subparsers: Any) -> None:
                              "EvictionInProgress may become False (default 5)")
     parser.add_argument("--use-eviction-api", action="store_true",
                         help="evict through policy/v1 Eviction so PodDisruptionBudgets are honoured")
+    parser.add_argument("--narrowing-timeout", type=seconds, default=300.0, metavar="SECONDS",
+                        help="seconds after a gated pod's creation before claims that are still not "
+                             "allocated and reserved for it are reported on the pod (default 300)")
     parser.add_argument("--metrics-port", type=port, default=0, metavar="PORT",
                         help="serve Prometheus metrics on this port, e.g. 8080 (default 0: no metrics server)")
     parser.add_argument("--metrics-address", default="0.0.0.0", metavar="ADDRESS",
@@ -128,6 +134,10 @@ def build(controllers: list[str], settings: Any) -> tuple[Any, Any, dict[str, An
         from operators.patches.handlers import register as register_patches
 
         started["patches"] = register_patches(registry, tracker, settings)
+    if "narrowing" in controllers:
+        from operators.narrowing.handlers import register as register_narrowing
+
+        started["narrowing"] = register_narrowing(registry, tracker, settings, ready=gate.wait)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:

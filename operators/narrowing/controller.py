@@ -1,0 +1,341 @@
+"""The narrowing controller's loop: gated pods whose claims are ready, narrowed and ungated.
+
+Decisions come from `readiness` (tracker) and `narrow` (pure); this class schedules the
+writes. Work per event: tracker changes name the pods to reconsider (a pod's own update,
+or an update of one of its claims); only the first pass after (re)starting looks at
+every pod.
+
+One update per pod: a PUT of the pod read just before, with its resourceVersion as
+precondition, carrying the narrowed affinity and the gate list without draco's gate
+(`read_modify_write`: a 409 re-reads the pod and recomputes from it). A pod that lost
+draco's gate, was bound, deleted or replaced (another UID) in between is left alone.
+
+When the pod cannot be narrowed (`CannotNarrow`), or its claims are not ready
+`timeout` seconds after the pod was created, a Warning Event and the pod condition
+`DracoNarrowing` (False, reason = why) say so, once per reason, and the gate stays.
+Once the pod is narrowed after such a report, the condition turns True (`Narrowed`).
+
+Supervised: each step about one pod is guarded (logged, counted in
+`draco_controller_errors_total{controller="narrowing",step=…}`); a failed write is
+retried after `retry_after` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import structlog
+from prometheus_client import Counter
+
+from operators.kube.client import KubeClient, Response
+from operators.kube.conditions import rfc3339
+from operators.kube.conflicts import read_modify_write
+from operators.kube.events import EventRecorder
+from operators.kube.supervision import guarded, report_error
+from operators.model import NamespacedName
+from operators.narrowing.narrow import DRACO_GATE, CannotNarrow, Narrowed, NarrowingResult, narrow
+from operators.narrowing.readiness import NotOurs, Ready, Waiting, readiness
+from operators.tracker import Change, Tracker
+
+log = structlog.get_logger("draco.narrowing")
+
+CONDITION = "DracoNarrowing"
+NOT_ALLOCATED = "ClaimsNotAllocated"
+REJECTED = "NarrowingRejected"  # the API server refused the update (422)
+SILENT = ("NotGated", "AlreadyBound")  # someone else got there first: nothing to say
+IDLE = 60.0
+
+OUTCOMES = Counter("draco_narrowing_pods_total",
+                   "Gated pods the narrowing controller finished with, by outcome.", ["outcome"])
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class NarrowingSettings:
+    workers: int = 16
+    timeout: float = 300.0  # seconds after pod creation before unready claims are reported
+    retry_after: float = 5.0
+    gate: str = DRACO_GATE
+
+
+@dataclass
+class _Reported:
+    uid: str
+    reason: str
+    message: str
+    since: str
+
+
+class NarrowingController:
+    name = "narrowing"
+
+    def __init__(self, tracker: Tracker, client: KubeClient, settings: NarrowingSettings | None = None,
+                 *, clock: Callable[[], datetime] = _utcnow) -> None:
+        self.tracker = tracker
+        self.client = client
+        self.settings = settings or NarrowingSettings()
+        self.clock = clock
+        self.events = EventRecorder(client, "draco-narrowing")
+        self.wake = asyncio.Event()
+        self.sem = asyncio.Semaphore(self.settings.workers)
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.pending: set[NamespacedName] = set()
+        self.in_flight: set[NamespacedName] = set()
+        self.again: set[NamespacedName] = set()  # changed while in flight: look once more
+        self.deadlines: dict[NamespacedName, tuple[str, datetime]] = {}
+        self.retry_at: dict[NamespacedName, datetime] = {}
+        self.reported: dict[NamespacedName, _Reported] = {}
+        self.node_labels: dict[str, Mapping[str, str] | None] = {}
+        self.narrowed_total = 0
+        self.considered = 0  # pods looked at (tests assert work per event with it)
+        self.passes = 0
+        self._rescan = True
+        self._unsubscribe: Callable[[], None] | None = None
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        if self._unsubscribe is None:
+            self._unsubscribe = self.tracker.subscribe(self._on_change)
+            self._rescan = True  # changes may have been missed
+
+    def _on_change(self, change: Change) -> None:
+        self.pending |= change.pods
+        for claim in change.claims:
+            self.pending.update(self.tracker.pods_of_claim(claim))
+        self.wake.set()
+
+    # -- main loop
+
+    async def run(self) -> None:
+        self._subscribe()  # again after a supervisor restart
+        try:
+            while True:
+                try:
+                    delay = await self.step()
+                except Exception as exc:  # noqa: BLE001 - a failed pass is retried, never fatal
+                    report_error(self.name, "pass", exc)
+                    self._rescan = True
+                    delay = self.settings.retry_after
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), timeout=max(delay, 0.01))
+                self.wake.clear()
+        finally:
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
+            for task in list(self.tasks):
+                task.cancel()
+
+    async def step(self) -> float:
+        """One pass over the pods that changed or are due; returns the sleep until the next."""
+        self.passes += 1
+        now = self.clock()
+        if self._rescan:
+            self._rescan = False
+            keys = {p.key for p in self.tracker.pods()}
+        else:
+            keys = set()
+        keys |= self.pending
+        self.pending = set()
+        keys |= {k for k, (_, when) in self.deadlines.items() if when <= now}
+        keys |= {k for k, when in self.retry_at.items() if when <= now}
+        for key in sorted(keys):
+            self._consider(key, now)
+        soonest = [when for _, when in self.deadlines.values()] + list(self.retry_at.values())
+        if not soonest:
+            return IDLE
+        return min(IDLE, max((min(soonest) - now).total_seconds(), 0.05))
+
+    def _consider(self, key: NamespacedName, now: datetime) -> None:
+        self.considered += 1
+        with guarded(self.name, "decide", kind="Pod", namespace=key.namespace, name=key.name):
+            state = readiness(self.tracker, key, self.settings.gate)
+            if isinstance(state, NotOurs):
+                self._forget(key)
+                return
+            if key in self.in_flight:
+                self.again.add(key)
+                return
+            retry = self.retry_at.get(key)
+            if retry is not None and retry > now:
+                return
+            self.retry_at.pop(key, None)
+            if isinstance(state, Waiting):
+                self._waiting(key, state, now)
+                return
+            self.deadlines.pop(key, None)
+            self._spawn(key, self._narrow(key, state))
+
+    def _forget(self, key: NamespacedName) -> None:
+        self.deadlines.pop(key, None)
+        self.retry_at.pop(key, None)
+        self.reported.pop(key, None)
+
+    def _waiting(self, key: NamespacedName, state: Waiting, now: datetime) -> None:
+        known = self.deadlines.get(key)
+        if known is None or known[0] != state.uid:
+            pod = self.tracker.pod(key)
+            created = pod.meta.creation_timestamp if pod is not None else None
+            known = (state.uid, (created or now) + timedelta(seconds=self.settings.timeout))
+            self.deadlines[key] = known
+        if known[1] > now:
+            return
+        del self.deadlines[key]  # reported once; a later change of the pod or claims re-arms it
+        message = (f"claims not ready {self.settings.timeout:g}s after the pod was created: "
+                   f"{state.message}; the scheduling gate {self.settings.gate} stays until they "
+                   "are allocated and reserved for the pod")
+        self._spawn(key, self._report(key, state.uid, NOT_ALLOCATED, message))
+
+    def _spawn(self, key: NamespacedName, coro: Coroutine[Any, Any, None]) -> None:
+        self.in_flight.add(key)
+
+        async def work() -> None:
+            try:
+                await coro
+            finally:
+                self.in_flight.discard(key)
+                if key in self.again:
+                    self.again.discard(key)
+                    self.pending.add(key)
+                    self.wake.set()
+
+        task = asyncio.create_task(work())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- the update
+
+    async def _narrow(self, key: NamespacedName, ready: Ready) -> None:
+        ns, name = key.namespace, key.name
+        with guarded(self.name, "narrow", kind="Pod", namespace=ns, name=name) as g:
+            async with self.sem:
+                result, resp, previous = await self._update(key, ready, labels=None)
+                if (isinstance(result, CannotNarrow) and result.reason == "ChosenNodeRequired"
+                        and ready.pinned_node is not None):
+                    labels = await self._labels(ready.pinned_node)
+                    if labels is not None:
+                        result, resp, previous = await self._update(key, ready, labels=labels)
+            await self._settle(key, ready, result, resp, previous)
+        if g.failed:
+            self._retry(key)
+
+    async def _update(self, key: NamespacedName, ready: Ready, labels: Mapping[str, str] | None,
+                      ) -> tuple[NarrowingResult | None, Response, Mapping[str, Any] | None]:
+        """One read-modify-write; returns the last decision, the answer and our old condition."""
+        seen: dict[str, Any] = {"result": None, "condition": None}
+        chosen = ready.pinned_node if labels is not None else None
+
+        def mutate(pod: dict[str, Any]) -> Mapping[str, Any] | None:
+            meta = pod.get("metadata") or {}
+            seen["result"] = None
+            if meta.get("uid") != ready.uid or meta.get("deletionTimestamp"):
+                return None  # replaced under the same name, or going away
+            result = narrow(pod, ready.selectors, chosen, labels, gate=self.settings.gate)
+            seen["result"] = result
+            seen["condition"] = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                                      if c.get("type") == CONDITION), None)
+            return result.apply(pod) if isinstance(result, Narrowed) else None
+
+        path = f"/api/v1/namespaces/{key.namespace}/pods/{key.name}"
+        resp = await read_modify_write(self.client, path, mutate)
+        return seen["result"], resp, seen["condition"]
+
+    async def _settle(self, key: NamespacedName, ready: Ready, result: NarrowingResult | None,
+                      resp: Response, previous: Mapping[str, Any] | None) -> None:
+        ns, name = key.namespace, key.name
+        if resp.status == 404 or result is None:
+            return  # deleted, replaced or being deleted meanwhile
+        if isinstance(result, CannotNarrow):
+            if result.reason in SILENT:
+                return
+            OUTCOMES.labels(outcome=result.reason).inc()
+            await self._report(key, ready.uid, result.reason,
+                               f"{result.message}; the scheduling gate {self.settings.gate} stays")
+            return
+        if resp.status == 422:
+            OUTCOMES.labels(outcome=REJECTED).inc()
+            message = resp.body.get("message") if isinstance(resp.body, Mapping) else resp.body
+            await self._report(key, ready.uid, REJECTED,
+                               f"the API server refused the narrowing update: {message}; the "
+                               f"scheduling gate {self.settings.gate} stays")
+            return
+        if not resp.ok:
+            log.warning("cannot narrow pod", kind="Pod", namespace=ns, name=name, status=resp.status,
+                        retry_after=self.settings.retry_after)
+            self._retry(key)
+            return
+        self.narrowed_total += 1
+        OUTCOMES.labels(outcome="Narrowed").inc()
+        log.info("narrowed and ungated pod", kind="Pod", namespace=ns, name=name,
+                 claims=list(ready.claims), exact=result.exact)
+        involved = {"kind": "Pod", "apiVersion": "v1", "namespace": ns, "name": name, "uid": ready.uid}
+        claims = (f"claim{'s' if len(ready.claims) > 1 else ''} {', '.join(ready.claims)}"
+                  if ready.claims else "no claims")
+        what = (f"required node affinity narrowed to the nodes that can reach the devices of {claims}"
+                if result.affinity_changed else f"node affinity unchanged ({claims}: reachable from every node)")
+        # Reports posted beside the worker: the pod is ungated already, nothing waits on them.
+        self._background(self.events.emit(
+            involved, "Narrowed", f"{what}; scheduling gate {self.settings.gate} removed"))
+        reported = self.reported.pop(key, None)
+        if (previous is not None and previous.get("status") == "False") or reported is not None:
+            self._background(self._condition(key, ready.uid, "True", "Narrowed",
+                                             "narrowed to the nodes of its devices and ungated", None))
+
+    async def _labels(self, node: str) -> Mapping[str, str] | None:
+        """The chosen node's labels (cached; None when the node cannot be read)."""
+        if node in self.node_labels:
+            return self.node_labels[node]
+        resp = await self.client.get(f"/api/v1/nodes/{node}")
+        labels: Mapping[str, str] | None = None
+        if resp.ok and isinstance(resp.body, Mapping):
+            labels = dict((resp.body.get("metadata") or {}).get("labels") or {})
+            self.node_labels[node] = labels
+        return labels
+
+    def _retry(self, key: NamespacedName) -> None:
+        self.retry_at[key] = self.clock() + timedelta(seconds=self.settings.retry_after)
+        self.wake.set()
+
+    def _background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- reports
+
+    async def _report(self, key: NamespacedName, uid: str, reason: str, message: str) -> None:
+        """Warning Event and condition False, once per (pod, reason, message)."""
+        old = self.reported.get(key)
+        if old is not None and old.uid == uid and (old.reason, old.message) == (reason, message):
+            return
+        since = old.since if old is not None and old.uid == uid else None
+        now = rfc3339(self.clock())
+        self.reported[key] = _Reported(uid, reason, message, since or now)
+        log.warning("pod stays gated", kind="Pod", namespace=key.namespace, name=key.name,
+                    reason=reason, message=message)
+        involved = {"kind": "Pod", "apiVersion": "v1", "namespace": key.namespace, "name": key.name,
+                    "uid": uid}
+        await self.events.emit(involved, reason, message, "Warning")
+        await self._condition(key, uid, "False", reason, message, since or now)
+
+    async def _condition(self, key: NamespacedName, uid: str, status: str, reason: str, message: str,
+                         since: str | None) -> None:
+        """The DracoNarrowing condition, merged by type through the status subresource
+        (the UID in the patch makes it a precondition: a replaced pod is not touched)."""
+        cond = {"type": CONDITION, "status": status, "reason": reason, "message": message[:1024],
+                "lastTransitionTime": since or rfc3339(self.clock())}
+        with guarded(self.name, "condition", kind="Pod", namespace=key.namespace, name=key.name):
+            resp = await self.client.strategic_patch(
+                f"/api/v1/namespaces/{key.namespace}/pods/{key.name}/status",
+                {"metadata": {"uid": uid}, "status": {"conditions": [cond]}})
+            if not resp.ok and resp.status not in (404, 409):
+                log.warning("cannot write the pod condition", kind="Pod", namespace=key.namespace,
+                            name=key.name, status=resp.status)

@@ -1,0 +1,113 @@
+"""Is a gated pod ready to be narrowed? Read from the tracker alone, no I/O.
+
+A pod is draco's to narrow while it carries draco's gate, is not bound and not being
+deleted. It is ready once every claim it uses (named in `spec.resourceClaims`, generated
+from a template and named in `status.resourceClaimStatuses`, or its extended-resource
+claim) exists, is allocated and lists the pod's UID in `status.reservedFor` — whoever
+allocated and reserved it (draco's allocator or any other). Until then it waits, and
+`Waiting.missing` says for each claim what is lacking, in words an Event can carry.
+
+The narrowing inputs come from the allocations: each claim's `nodeSelector` (None: the
+devices are reachable from every node) in the pod's claim order, and the one node they
+pin, if any, through a single-term `matchFields metadata.name In [node]` (what upstream
+writes for node-local devices), used only when the exact narrowing needs a chosen node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from operators.model import NamespacedName, Pod
+from operators.narrowing.narrow import DRACO_GATE
+from operators.tracker import Tracker
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    uid: str
+    claims: tuple[str, ...]
+    selectors: tuple[Mapping[str, Any] | None, ...]
+    pinned_node: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    uid: str
+    missing: tuple[str, ...]  # one sentence per claim that is not ready
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.missing)
+
+
+@dataclass(frozen=True, slots=True)
+class NotOurs:
+    """Gone, not gated by draco, bound or being deleted: left alone."""
+
+    why: str
+
+
+Readiness = Ready | Waiting | NotOurs
+
+
+def readiness(tracker: Tracker, key: NamespacedName, gate: str = DRACO_GATE) -> Readiness:
+    pod = tracker.pod(key)
+    if pod is None:
+        return NotOurs("gone")
+    if not pod.has_gate(gate):
+        return NotOurs("not gated")
+    if pod.node_name:
+        return NotOurs("bound")
+    if pod.meta.deleting:
+        return NotOurs("deleting")
+    missing: list[str] = []
+    names: list[str] = []
+    for pc in pod.resource_claims:
+        name = pod.claim_name(pc)
+        if name is None:
+            missing.append(f"the claim for entry {pc.name!r} (template "
+                           f"{pc.resource_claim_template_name}) is not created yet")
+        else:
+            names.append(name)
+    for name in _extra_claims(pod, names):
+        names.append(name)
+    selectors: list[Mapping[str, Any] | None] = []
+    for name in names:
+        claim = tracker.claim(NamespacedName(pod.namespace, name))
+        if claim is None:
+            missing.append(f"claim {name} does not exist")
+            continue
+        if claim.allocation is None:
+            missing.append(f"claim {name} is not allocated")
+            continue
+        if not any(r.is_pod and r.uid == pod.meta.uid for r in claim.reserved_for):
+            missing.append(f"claim {name} is allocated but not reserved for this pod")
+            continue
+        ns = claim.allocation.node_selector
+        selectors.append(None if ns is None else ns.to_api())
+    if missing:
+        return Waiting(pod.meta.uid, tuple(missing))
+    return Ready(pod.meta.uid, tuple(names), tuple(selectors), pinned_node(selectors))
+
+
+def _extra_claims(pod: Pod, known: Sequence[str]) -> list[str]:
+    """Claims beyond spec.resourceClaims (the extended-resource claim), not yet listed."""
+    return [n for n in pod.claim_names() if n not in known]
+
+
+def pinned_node(selectors: Sequence[Mapping[str, Any] | None]) -> str | None:
+    """The first node an allocation pins by name (one term, `metadata.name In [node]`)."""
+    for sel in selectors:
+        terms = (sel or {}).get("nodeSelectorTerms") or []
+        if len(terms) != 1:
+            continue
+        for req in terms[0].get("matchFields") or []:
+            values = req.get("values") or []
+            if req.get("key") == "metadata.name" and req.get("operator") == "In" and len(values) == 1:
+                return str(values[0])
+    return None
+
+
+__all__ = ["NotOurs", "Readiness", "Ready", "Waiting", "pinned_node", "readiness"]
