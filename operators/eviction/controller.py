@@ -19,7 +19,6 @@ Event on the object where there is one, and the loop goes on with the others.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +33,7 @@ from operators.eviction.settings import EvictionSettings
 from operators.eviction.timemath import duration, plus
 from operators.kube.client import KubeClient
 from operators.kube.events import EventRecorder
+from operators.kube.shell import PassLoop
 from operators.kube.supervision import guarded, report_error
 from operators.model import ModelError, NamespacedName, ObjectRef
 from operators.tracker import Change, Tracker
@@ -74,7 +74,7 @@ class _Pending:
         return change
 
 
-class EvictionController(RuleSteps):
+class EvictionController(PassLoop, RuleSteps):
     name = "eviction"
 
     def __init__(self, tracker: Tracker, client: KubeClient, settings: EvictionSettings | None = None,
@@ -84,7 +84,6 @@ class EvictionController(RuleSteps):
         self.settings = settings or EvictionSettings()
         self.clock = clock
         self.events = EventRecorder(client, "draco-device-taint-eviction")
-        self.wake = asyncio.Event()
         self.rules: dict[str, RuleState] = {}
         self.in_flight: set[str] = set()  # pod uids being evicted
         self.done: set[str] = set()  # pod uids evicted (never twice)
@@ -92,20 +91,19 @@ class EvictionController(RuleSteps):
         self.queue: dict[NamespacedName, PodEviction] = {}  # due, not yet evicted
         self.refused: set[str] = set()  # pod uids told that a disruption budget refused them
         self.sem = asyncio.Semaphore(self.settings.workers)
-        self.tasks: set[asyncio.Task[None]] = set()
         self.evicted_total = 0
         self.passes = 0
         self.errors_reported: set[str] = set()
         self.index = EvictionIndex()
         self._indexed = False
         self._pending = _Pending()
-        self._unsubscribe: Callable[[], None] | None = None
-        self._subscribe()
+        self._init_loop()
 
-    def _subscribe(self) -> None:
-        if self._unsubscribe is None:
-            self._unsubscribe = self.tracker.subscribe(self._on_change)
-            self._indexed = False  # changes may have been missed: rebuild on the next pass
+    def resync(self) -> None:
+        self._indexed = False  # changes may have been missed: rebuild the index next pass
+
+    def retry_delay(self) -> float:
+        return min(self.settings.retry_after, IDLE)
 
     def _on_change(self, change: Change) -> None:
         if not self.settings.full_replan:
@@ -113,26 +111,6 @@ class EvictionController(RuleSteps):
         self.wake.set()
 
     # -- main loop
-
-    async def run(self) -> None:
-        self._subscribe()  # again after a supervisor restart
-        try:
-            while True:
-                try:
-                    delay = await self.step()
-                except Exception as exc:  # noqa: BLE001 - a failed pass is retried, never fatal
-                    report_error(self.name, "pass", exc)
-                    self._indexed = False  # rebuild: the index may be half updated
-                    delay = min(self.settings.retry_after, IDLE)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), timeout=max(delay, 0.01))
-                self.wake.clear()
-        finally:
-            if self._unsubscribe is not None:
-                self._unsubscribe()
-                self._unsubscribe = None
-            for task in list(self.tasks):
-                task.cancel()
 
     async def step(self) -> float:
         """One pass; returns how long to sleep unless woken earlier."""

@@ -7,7 +7,6 @@ counted and the loop restarted; readiness reads the supervisor), and stops it on
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,7 +15,8 @@ import kopf
 from operators.eviction.controller import EvictionController, EvictionSettings
 from operators.kube.client import KubeClient
 from operators.kube.shared import shared_client
-from operators.kube.supervision import LoopState, Supervisor, default_supervisor
+from operators.kube.shell import register_loop
+from operators.kube.supervision import Supervisor
 from operators.tracker import Tracker
 from operators.tracker.taint_rules import TaintRuleOverlay
 
@@ -44,29 +44,5 @@ def register(registry: kopf.OperatorRegistry, tracker: Tracker, settings: Any, *
     api = client or shared_client(qps=float(getattr(settings, "qps", 200.0)),
                                   burst=int(getattr(settings, "burst", 400)))
     controller = EvictionController(tracker, api, settings_from(settings))
-    boss = supervisor or default_supervisor()
-    loops: list[LoopState] = []
-
-    @kopf.on.startup(registry=registry)
-    async def start_eviction(**_: Any) -> None:
-        # Rebind to the operator's loop (the controller may be built before it runs).
-        controller.wake = asyncio.Event()
-        controller.sem = asyncio.Semaphore(controller.settings.workers)
-        synced = asyncio.Event()
-
-        async def main() -> None:
-            if ready is not None and not synced.is_set():
-                await ready()
-                synced.set()
-            await controller.run()
-
-        loops.append(boss.start("draco-eviction", main, controller="eviction"))
-
-    @kopf.on.cleanup(registry=registry)
-    async def stop_eviction(**_: Any) -> None:
-        for loop in loops:
-            await boss.stop(loop)
-        loops.clear()
-        await api.close()
-
+    register_loop(registry, "eviction", controller, api, ready=ready, supervisor=supervisor)
     return controller

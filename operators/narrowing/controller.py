@@ -23,7 +23,6 @@ retried after `retry_after` seconds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -36,7 +35,8 @@ from operators.kube.client import KubeClient, Response
 from operators.kube.conditions import rfc3339
 from operators.kube.conflicts import read_modify_write
 from operators.kube.events import EventRecorder
-from operators.kube.supervision import guarded, report_error
+from operators.kube.shell import PassLoop
+from operators.kube.supervision import guarded
 from operators.model import NamespacedName
 from operators.narrowing.narrow import DRACO_GATE, CannotNarrow, Narrowed, NarrowingResult, narrow
 from operators.narrowing.readiness import NotOurs, Ready, Waiting, readiness
@@ -74,7 +74,7 @@ class _Reported:
     since: str
 
 
-class NarrowingController:
+class NarrowingController(PassLoop):
     name = "narrowing"
 
     def __init__(self, tracker: Tracker, client: KubeClient, settings: NarrowingSettings | None = None,
@@ -84,9 +84,7 @@ class NarrowingController:
         self.settings = settings or NarrowingSettings()
         self.clock = clock
         self.events = EventRecorder(client, "draco-narrowing")
-        self.wake = asyncio.Event()
         self.sem = asyncio.Semaphore(self.settings.workers)
-        self.tasks: set[asyncio.Task[None]] = set()
         self.pending: set[NamespacedName] = set()
         self.in_flight: set[NamespacedName] = set()
         self.again: set[NamespacedName] = set()  # changed while in flight: look once more
@@ -98,13 +96,10 @@ class NarrowingController:
         self.considered = 0  # pods looked at (tests assert work per event with it)
         self.passes = 0
         self._rescan = True
-        self._unsubscribe: Callable[[], None] | None = None
-        self._subscribe()
+        self._init_loop()
 
-    def _subscribe(self) -> None:
-        if self._unsubscribe is None:
-            self._unsubscribe = self.tracker.subscribe(self._on_change)
-            self._rescan = True  # changes may have been missed
+    def resync(self) -> None:
+        self._rescan = True  # changes may have been missed: look at every pod next pass
 
     def _on_change(self, change: Change) -> None:
         self.pending |= change.pods
@@ -113,26 +108,6 @@ class NarrowingController:
         self.wake.set()
 
     # -- main loop
-
-    async def run(self) -> None:
-        self._subscribe()  # again after a supervisor restart
-        try:
-            while True:
-                try:
-                    delay = await self.step()
-                except Exception as exc:  # noqa: BLE001 - a failed pass is retried, never fatal
-                    report_error(self.name, "pass", exc)
-                    self._rescan = True
-                    delay = self.settings.retry_after
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), timeout=max(delay, 0.01))
-                self.wake.clear()
-        finally:
-            if self._unsubscribe is not None:
-                self._unsubscribe()
-                self._unsubscribe = None
-            for task in list(self.tasks):
-                task.cancel()
 
     async def step(self) -> float:
         """One pass over the pods that changed or are due; returns the sleep until the next."""

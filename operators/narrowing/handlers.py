@@ -7,7 +7,6 @@ I/O only: Pods and ResourceClaims reach the shared tracker through the feed (see
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,7 +14,8 @@ import kopf
 
 from operators.kube.client import KubeClient
 from operators.kube.shared import shared_client
-from operators.kube.supervision import LoopState, Supervisor, default_supervisor
+from operators.kube.shell import register_loop
+from operators.kube.supervision import Supervisor
 from operators.narrowing.controller import NarrowingController, NarrowingSettings
 from operators.tracker import Tracker
 
@@ -38,29 +38,5 @@ def register(registry: kopf.OperatorRegistry, tracker: Tracker, settings: Any, *
     api = client or shared_client(qps=float(getattr(settings, "qps", 200.0)),
                                   burst=int(getattr(settings, "burst", 400)))
     controller = NarrowingController(tracker, api, settings_from(settings))
-    boss = supervisor or default_supervisor()
-    loops: list[LoopState] = []
-
-    @kopf.on.startup(registry=registry)
-    async def start_narrowing(**_: Any) -> None:
-        # Rebind to the operator's loop (the controller may be built before it runs).
-        controller.wake = asyncio.Event()
-        controller.sem = asyncio.Semaphore(controller.settings.workers)
-        synced = asyncio.Event()
-
-        async def main() -> None:
-            if ready is not None and not synced.is_set():
-                await ready()
-                synced.set()
-            await controller.run()
-
-        loops.append(boss.start("draco-narrowing", main, controller="narrowing"))
-
-    @kopf.on.cleanup(registry=registry)
-    async def stop_narrowing(**_: Any) -> None:
-        for loop in loops:
-            await boss.stop(loop)
-        loops.clear()
-        await api.close()
-
+    register_loop(registry, "narrowing", controller, api, ready=ready, supervisor=supervisor)
     return controller
