@@ -96,6 +96,19 @@ def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
     return AllocationResult(results=results, config=out, node_selector=node_selector_for(picks))
 
 
+def config_to_api(a: AllocationResult) -> list[dict[str, Any]]:
+    """`status.allocation.devices.config` entries, as the API writes them."""
+    config = []
+    for c in a.config:
+        entry: dict[str, Any] = {"source": c.source}
+        if c.requests:
+            entry["requests"] = list(c.requests)
+        if c.opaque is not None:
+            entry["opaque"] = c.opaque.to_api()
+        config.append(entry)
+    return config
+
+
 def allocation_to_api(a: AllocationResult) -> dict[str, Any]:
     """`status.allocation` as the API writes it (no allocationTimestamp: the writer sets it)."""
     results = []
@@ -107,14 +120,7 @@ def allocation_to_api(a: AllocationResult) -> dict[str, Any]:
         if r.tolerations:
             item["tolerations"] = [t.to_api() for t in r.tolerations]
         results.append(item)
-    config = []
-    for c in a.config:
-        entry: dict[str, Any] = {"source": c.source}
-        if c.requests:
-            entry["requests"] = list(c.requests)
-        if c.opaque is not None:
-            entry["opaque"] = c.opaque.to_api()
-        config.append(entry)
+    config = config_to_api(a)
     devices: dict[str, Any] = {"results": results}
     if config:
         devices["config"] = config

@@ -32,6 +32,7 @@ from operators.allocator import (
     inventory_from_tracker,
 )
 from operators.allocator.nodes import NodeIndex, Placement, place
+from operators.allocator.results import config_to_api
 from operators.cli.inputs import UsageError
 from operators.cli.output import emit, render_table, warn
 from operators.cli.state import add_source_options, load_state
@@ -113,18 +114,6 @@ def _results(allocation: AllocationResult) -> list[dict[str, Any]]:
     return out
 
 
-def _config(allocation: AllocationResult) -> list[dict[str, Any]]:
-    out = []
-    for c in allocation.config:
-        entry: dict[str, Any] = {"source": c.source}
-        if c.requests:
-            entry["requests"] = list(c.requests)
-        if c.opaque is not None:
-            entry["opaque"] = c.opaque.to_api()
-        out.append(entry)
-    return out
-
-
 def _pinned_node(allocation: AllocationResult) -> str | None:
     """The node an existing allocation names by metadata.name, if it names exactly one."""
     sel = allocation.node_selector
@@ -142,7 +131,7 @@ def _pinned_node(allocation: AllocationResult) -> str | None:
 def allocated_record(allocation: AllocationResult, node: str | None) -> dict[str, Any]:
     return {"allocated": True, "node": node,
             "nodeSelector": allocation.node_selector.to_api() if allocation.node_selector else None,
-            "results": _results(allocation), "config": _config(allocation),
+            "results": _results(allocation), "config": config_to_api(allocation),
             "reason": None, "explain": None}
 
 
