@@ -48,6 +48,26 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--narrowing-timeout", type=seconds, default=300.0, metavar="SECONDS",
                         help="seconds after a gated pod's creation before claims that are still not "
                              "allocated and reserved for it are reported on the pod (default 300)")
+    parser.add_argument("--gate-webhook-port", type=port, default=0, metavar="PORT",
+                        help="serve the mutating admission webhook that adds draco's scheduling gate "
+                             "to new pods with ResourceClaims, at https://ADDRESS:PORT/gate "
+                             "(default 0: off)")
+    parser.add_argument("--gate-webhook-address", default="127.0.0.1", metavar="ADDRESS",
+                        help="address the gate webhook binds (default 127.0.0.1; in a pod use 0.0.0.0 "
+                             "and a Service, with a certificate valid for its DNS name)")
+    parser.add_argument("--gate-namespace-selector", default="", metavar="SELECTOR",
+                        help="gate only pods in namespaces whose labels match, kubectl syntax "
+                             "(e.g. draco.dev/gate=enabled; default: every namespace)")
+    parser.add_argument("--gate-pod-selector", default="", metavar="SELECTOR",
+                        help="gate only pods whose labels match, kubectl syntax (default: every pod)")
+    parser.add_argument("--gate-webhook-certfile", default=None, metavar="FILE",
+                        help="the webhook's TLS certificate (PEM; default: a self-signed one made "
+                             "at start with openssl, for ADDRESS, 127.0.0.1 and localhost)")
+    parser.add_argument("--gate-webhook-keyfile", default=None, metavar="FILE",
+                        help="the private key of --gate-webhook-certfile (PEM)")
+    parser.add_argument("--gate-webhook-cadump", default=None, metavar="FILE",
+                        help="write the CA bundle the API server must trust (the caBundle of the "
+                             "MutatingWebhookConfiguration, base64-encoded) to this file")
     parser.add_argument("--metrics-port", type=port, default=0, metavar="PORT",
                         help="serve Prometheus metrics on this port, e.g. 8080 (default 0: no metrics server)")
     parser.add_argument("--metrics-address", default="0.0.0.0", metavar="ADDRESS",
@@ -139,6 +159,12 @@ def build(controllers: list[str], settings: Any) -> tuple[Any, Any, dict[str, An
 
         started["narrowing"] = register_narrowing(registry, tracker, settings, ready=gate.wait)
 
+    if int(getattr(settings, "gate_webhook_port", 0) or 0):
+        from operators.narrowing.webhook import register as register_webhook
+        from operators.narrowing.webhook import settings_from as webhook_settings
+
+        register_webhook(registry, webhook_settings(settings))
+
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
         from operators.kube.client import Credentials
@@ -214,6 +240,15 @@ def run(args: argparse.Namespace) -> int:
     if unknown or not controllers:
         raise UsageError(f"--controllers: unknown controller(s) {', '.join(unknown) or '(none given)'}; "
                          f"choose from {', '.join(CONTROLLERS)}")
+    if args.gate_webhook_port:
+        from operators.narrowing.webhook import settings_from as webhook_settings
+
+        if bool(args.gate_webhook_certfile) != bool(args.gate_webhook_keyfile):
+            raise UsageError("--gate-webhook-certfile and --gate-webhook-keyfile go together")
+        try:
+            webhook_settings(args)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
     server = preflight()
     if args.metrics_port:
         start_metrics(args.metrics_address, args.metrics_port)
