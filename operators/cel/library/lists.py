@@ -26,26 +26,23 @@ def f_sum(v: Any) -> Any:
     return total
 
 
-def f_min(v: Any) -> Any:
+def _extreme(v: Any, name: str, better: Any) -> Any:
     items = need_list(v)
     if not items:
-        raise EvalError("min called on empty list")
+        raise EvalError(f"{name} called on empty list")
     best = items[0]
     for item in items[1:]:
-        if op_lt(item, best):
+        if better(item, best):
             best = item
     return best
+
+
+def f_min(v: Any) -> Any:
+    return _extreme(v, "min", op_lt)
 
 
 def f_max(v: Any) -> Any:
-    items = need_list(v)
-    if not items:
-        raise EvalError("max called on empty list")
-    best = items[0]
-    for item in items[1:]:
-        if op_gt(item, best):
-            best = item
-    return best
+    return _extreme(v, "max", op_gt)
 
 
 def f_sets_contains(a: Any, b: Any) -> ct.BoolType:
