@@ -38,6 +38,11 @@ CLUSTER_SCOPED = (
 )
 
 
+def reuse_variable(k8s: str) -> str:
+    """DRACO_CLUSTER_DIR names a running 1.34 cluster; DRACO_CLUSTER_DIR_137 a 1.37 one."""
+    return "DRACO_CLUSTER_DIR" if k8s == "1.34" else f"DRACO_CLUSTER_DIR_{k8s.replace('.', '')}"
+
+
 class RealCluster:
     """A control plane started by `hack/cluster up` (or reused from DRACO_CLUSTER_DIR)."""
 
@@ -56,7 +61,7 @@ class RealCluster:
 
     @classmethod
     def start(cls, k8s: str, directory: Path, nodes: int = 2) -> RealCluster:
-        reuse = os.environ.get("DRACO_CLUSTER_DIR")
+        reuse = os.environ.get(reuse_variable(k8s))
         if reuse:
             return cls(Path(reuse), owned=False).install_crds()
         proc = subprocess.run(

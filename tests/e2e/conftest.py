@@ -4,7 +4,7 @@ The real control plane (Kubernetes 1.34, draco's floor) is built and started onc
 session by `hack/cluster`; when it cannot be built or started the tests fail with the
 reason, they are never skipped. `-m "not real"` runs only the embedded half during
 development; `DRACO_CLUSTER_DIR=DIR` reuses a cluster already started with
-`hack/cluster up --dir DIR`.
+`hack/cluster up --dir DIR` (`DRACO_CLUSTER_DIR_137` a 1.37 one).
 """
 
 from __future__ import annotations
@@ -28,6 +28,26 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def real_cluster_137(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """Kubernetes 1.37, where device taints, DeviceTaintRule and prioritized lists are GA."""
+    cluster = RealCluster.start("1.37", tmp_path_factory.mktemp("cluster-1.37"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def real_137(real_cluster_137: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
+    """A namespace of the real 1.37 cluster."""
+    backend = RealBackend(real_cluster_137, tmp_path)
+    try:
+        yield backend
+    finally:
+        backend.cleanup()
 
 
 @pytest.fixture(scope="session")
