@@ -5,8 +5,12 @@ writes. Work per event: tracker changes name the pods to reconsider (a pod's own
 or an update of one of its claims); only the first pass after (re)starting looks at
 every pod.
 
-One update per pod: a PUT of the pod read just before, with its resourceVersion as
-precondition, carrying the narrowed affinity and the gate list without draco's gate
+One update per pod, with the pod's resourceVersion and UID as preconditions, carrying
+the narrowed affinity and the gate list without draco's gate. First try: a merge PATCH
+computed from the tracker's copy of the pod (one request; the time from a claim's
+reservation to the ungated pod is what users wait for). When that copy is stale (409),
+or the decision needs what the tracker does not keep (tolerations against tainted
+nodes, a refusal to report, the chosen node's labels), a PUT of the pod read just before
 (`read_modify_write`: a 409 re-reads the pod and recomputes from it). A pod that lost
 draco's gate, was bound, deleted or replaced (another UID) in between is left alone.
 
@@ -14,6 +18,13 @@ When the pod cannot be narrowed (`CannotNarrow`), or its claims are not ready
 `timeout` seconds after the pod was created, a Warning Event and the pod condition
 `DracoNarrowing` (False, reason = why) say so, once per reason, and the gate stays.
 Once the pod is narrowed after such a report, the condition turns True (`Narrowed`).
+
+Nodes: the controller keeps its own small cache of Nodes (name, labels, taints, cordon),
+fed by a Node watch (`on_node`) and one listing at start (`load_nodes`). A pod whose
+narrowed placement accepts known nodes that all refuse it (an untolerated NoSchedule or
+NoExecute taint, or a cordon: `operators.narrowing.nodes`) keeps its gate and is reported
+like an impossible narrowing (reasons `UntoleratedNodeTaint`, `NodeUnschedulable`); a
+change of a node's taints, cordon or labels, or a new node, looks at those pods again.
 
 Supervised: each step about one pod is guarded (logged, counted in
 `draco_controller_errors_total{controller="narrowing",step=…}`); a failed write is
@@ -37,8 +48,10 @@ from operators.kube.conflicts import read_modify_write
 from operators.kube.events import EventRecorder
 from operators.kube.shell import PassLoop
 from operators.kube.supervision import guarded
-from operators.model import NamespacedName
+from operators.model import NamespacedName, Pod
+from operators.model.fields import thaw
 from operators.narrowing.narrow import DRACO_GATE, CannotNarrow, Narrowed, NarrowingResult, narrow
+from operators.narrowing.nodes import NodeInfo, parse_node, refusal
 from operators.narrowing.readiness import NotOurs, Ready, Waiting, readiness
 from operators.tracker import Change, Tracker
 
@@ -48,6 +61,7 @@ CONDITION = "DracoNarrowing"
 NOT_ALLOCATED = "ClaimsNotAllocated"
 REJECTED = "NarrowingRejected"  # the API server refused the update (422)
 SILENT = ("NotGated", "AlreadyBound")  # someone else got there first: nothing to say
+NODE_REASONS = ("UntoleratedNodeTaint", "NodeUnschedulable")  # looked at again when nodes change
 IDLE = 60.0
 
 OUTCOMES = Counter("draco_narrowing_pods_total",
@@ -92,6 +106,8 @@ class NarrowingController(PassLoop):
         self.retry_at: dict[NamespacedName, datetime] = {}
         self.reported: dict[NamespacedName, _Reported] = {}
         self.node_labels: dict[str, Mapping[str, str] | None] = {}
+        self.nodes: dict[str, NodeInfo] = {}
+        self._nodes_deleted: set[str] = set()  # while the first listing is under way
         self.narrowed_total = 0
         self.considered = 0  # pods looked at (tests assert work per event with it)
         self.passes = 0
@@ -106,6 +122,48 @@ class NarrowingController(PassLoop):
         for claim in change.claims:
             self.pending.update(self.tracker.pods_of_claim(claim))
         self.wake.set()
+
+    # -- nodes
+
+    def on_node(self, event_type: str, body: Mapping[str, Any]) -> None:
+        """A Node watch event: keep the cache, and look again at the pods held for nodes
+        when what scheduling reads of a node changed."""
+        node = parse_node(body)
+        if not node.name:
+            return
+        old = self.nodes.get(node.name)
+        if event_type == "DELETED":
+            self.nodes.pop(node.name, None)
+            self.node_labels.pop(node.name, None)
+            self._nodes_deleted.add(node.name)
+            changed = old is not None
+        else:
+            self.nodes[node.name] = node
+            self.node_labels[node.name] = node.labels
+            self._nodes_deleted.discard(node.name)
+            changed = old != node
+        if changed:
+            held = [k for k, r in self.reported.items() if r.reason in NODE_REASONS]
+            if held:
+                self.pending.update(held)
+                self.wake.set()
+
+    async def load_nodes(self) -> None:
+        """List the nodes once at start; watch events that came first win (they are newer)."""
+        self._nodes_deleted.clear()
+        with guarded(self.name, "list-nodes", kind="Node"):
+            resp = await self.client.get("/api/v1/nodes")
+            if not resp.ok or not isinstance(resp.body, Mapping):
+                log.warning("cannot list nodes: taints are checked only for nodes watched later",
+                            kind="Node", status=resp.status)
+                return
+            for item in resp.body.get("items") or []:
+                if not isinstance(item, Mapping):
+                    continue
+                node = parse_node(item)
+                if node.name and node.name not in self.nodes and node.name not in self._nodes_deleted:
+                    self.nodes[node.name] = node
+                    self.node_labels[node.name] = node.labels
 
     # -- main loop
 
@@ -192,15 +250,46 @@ class NarrowingController(PassLoop):
         ns, name = key.namespace, key.name
         with guarded(self.name, "narrow", kind="Pod", namespace=ns, name=name) as g:
             async with self.sem:
-                result, resp, previous = await self._update(key, ready, labels=None)
-                if (isinstance(result, CannotNarrow) and result.reason == "ChosenNodeRequired"
-                        and ready.pinned_node is not None):
-                    labels = await self._labels(ready.pinned_node)
-                    if labels is not None:
-                        result, resp, previous = await self._update(key, ready, labels=labels)
+                fast = await self._patch_from_cache(key, ready)
+                if fast is not None:
+                    result, resp, previous = fast
+                else:
+                    result, resp, previous = await self._update(key, ready, labels=None)
+                    if (isinstance(result, CannotNarrow) and result.reason == "ChosenNodeRequired"
+                            and ready.pinned_node is not None):
+                        labels = await self._labels(ready.pinned_node)
+                        if labels is not None:
+                            result, resp, previous = await self._update(key, ready, labels=labels)
             await self._settle(key, ready, result, resp, previous)
         if g.failed:
             self._retry(key)
+
+    async def _patch_from_cache(self, key: NamespacedName, ready: Ready,
+                                ) -> tuple[NarrowingResult | None, Response, Mapping[str, Any] | None] | None:
+        """The one-request path; None sends the caller to the read-modify-write."""
+        pod = self.tracker.pod(key)
+        if pod is None or pod.meta.uid != ready.uid or not pod.meta.resource_version:
+            return None
+        cached = _cached_pod(pod)
+        result = narrow(cached, ready.selectors, None, None, gate=self.settings.gate)
+        if not isinstance(result, Narrowed):
+            return None
+        # Without tolerations a pod is refused by at least as many nodes as with them: when
+        # some node takes it anyway, its tolerations cannot change the verdict.
+        if self.nodes and refusal(result.apply(cached), self.nodes) is not None:
+            return None
+        spec: dict[str, Any] = result.spec_fields()
+        spec["schedulingGates"] = spec["schedulingGates"] or None  # merge patch: null deletes
+        patch = {"metadata": {"uid": ready.uid, "resourceVersion": pod.meta.resource_version},
+                 "spec": spec}
+        resp = await self.client.merge_patch(f"/api/v1/namespaces/{key.namespace}/pods/{key.name}", patch)
+        if resp.status == 404:
+            return result, resp, None
+        if not resp.ok or not isinstance(resp.body, Mapping):
+            return None  # a stale copy (409) or anything else: the careful path decides
+        previous = next((c for c in (resp.body.get("status") or {}).get("conditions") or []
+                         if isinstance(c, Mapping) and c.get("type") == CONDITION), None)
+        return result, resp, previous
 
     async def _update(self, key: NamespacedName, ready: Ready, labels: Mapping[str, str] | None,
                       ) -> tuple[NarrowingResult | None, Response, Mapping[str, Any] | None]:
@@ -213,11 +302,20 @@ class NarrowingController(PassLoop):
             seen["result"] = None
             if meta.get("uid") != ready.uid or meta.get("deletionTimestamp"):
                 return None  # replaced under the same name, or going away
-            result = narrow(pod, ready.selectors, chosen, labels, gate=self.settings.gate)
-            seen["result"] = result
+            result: NarrowingResult = narrow(pod, ready.selectors, chosen, labels, gate=self.settings.gate)
             seen["condition"] = next((c for c in (pod.get("status") or {}).get("conditions") or []
                                       if c.get("type") == CONDITION), None)
-            return result.apply(pod) if isinstance(result, Narrowed) else None
+            if not isinstance(result, Narrowed):
+                seen["result"] = result
+                return None
+            updated = result.apply(pod)
+            refused = refusal(updated, self.nodes) if self.nodes else None
+            if refused is not None:
+                seen["result"] = CannotNarrow("NodeUnschedulable" if refused.reason == "NodeUnschedulable"
+                                              else "UntoleratedNodeTaint", refused.message)
+                return None
+            seen["result"] = result
+            return updated
 
         path = f"/api/v1/namespaces/{key.namespace}/pods/{key.name}"
         resp = await read_modify_write(self.client, path, mutate)
@@ -314,3 +412,16 @@ class NarrowingController(PassLoop):
             if not resp.ok and resp.status not in (404, 409):
                 log.warning("cannot write the pod condition", kind="Pod", namespace=key.namespace,
                             name=key.name, status=resp.status)
+
+
+def _cached_pod(pod: Pod) -> dict[str, Any]:
+    """The parts of a pod that narrowing reads, in API form, from the tracker's copy."""
+    spec: dict[str, Any] = {"schedulingGates": [{"name": g} for g in pod.scheduling_gates]}
+    if pod.node_name:
+        spec["nodeName"] = pod.node_name
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.affinity is not None:
+        spec["affinity"] = thaw(pod.affinity)
+    return {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.meta.uid,
+                         "resourceVersion": pod.meta.resource_version}, "spec": spec}

@@ -59,6 +59,9 @@ Reason = Literal[
     "AllocationRejectsChosenNode",  # some allocation's devices are unreachable from it
     "NoCommonNodes",  # provably no node satisfies the pod and every allocation
     "ChosenNodeRequired",  # only a narrower-than-exact rewrite is possible; no node given
+    # Set by the controller, which knows the nodes (see `operators.narrowing.nodes`):
+    "UntoleratedNodeTaint",  # every known node the narrowed pod accepts has a taint it does not tolerate
+    "NodeUnschedulable",  # ... or is cordoned
 ]
 
 

@@ -3,7 +3,8 @@
 The same flows and assertions on both: a gated pod whose claim is allocated (node-0) and
 reserved for it is narrowed and ungated in one update (on the real cluster kube-scheduler
 then binds it to node-0); another controller's gate stays; a pod whose own affinity
-excludes the allocation's node, and a pod whose claim is never allocated, get a Warning
+excludes the allocation's node, a pod whose claim is never allocated, and a pod whose
+allocated node has a taint it does not tolerate (until the taint goes) get a Warning
 Event and the DracoNarrowing condition and keep draco's gate. The embedded server has no
 scheduler, so binding is checked on the real cluster only.
 """
@@ -135,3 +136,83 @@ def test_claims_unallocated_past_the_timeout_are_reported(backend: Backend, oper
     cleared = wait_for(lambda: condition(stored(backend, "d"), "True"), 30, what="the condition to turn True")
     assert cleared["reason"] == "Narrowed"
     assert gates(stored(backend, "d")) == []
+
+
+def set_taints(b: Backend, node: str, taints: list[dict[str, Any]] | None) -> None:
+    b.merge_patch(f"/api/v1/nodes/{node}", {"spec": {"taints": taints}})
+
+
+def test_a_pod_whose_node_refuses_it_stays_gated_until_the_taint_goes(backend: Backend,
+                                                                      operator: Any) -> None:
+    """The allocation pins node-0, which carries a NoSchedule taint the pod does not
+    tolerate: kube-scheduler could never bind it, so draco keeps the gate and says why;
+    the Node update that removes the taint releases it."""
+    set_taints(backend, "node-0", [{"key": "example.com/maintenance", "value": "true",
+                                    "effect": "NoSchedule"}])
+    try:
+        pod = make_gated_pod(backend, "t")
+        allocate(backend, pod)
+        uid = pod["metadata"]["uid"]
+        operator(("narrowing",), SETTINGS)
+        wait_for(lambda: "UntoleratedNodeTaint" in warnings_about(backend, uid), 30,
+                 what="the UntoleratedNodeTaint Event")
+        cond = wait_for(lambda: condition(stored(backend, "t")), 10, what="the DracoNarrowing condition")
+        assert (cond["status"], cond["reason"]) == ("False", "UntoleratedNodeTaint")
+        assert "example.com/maintenance=true:NoSchedule" in cond["message"]
+        assert "node-0" in cond["message"]
+        held = stored(backend, "t")
+        assert gates(held) == [DRACO_GATE]
+        assert not held["spec"].get("affinity")  # nothing narrowed either
+        set_taints(backend, "node-0", None)
+        ungated = wait_for(lambda: without_draco_gate(backend, "t"), 30, what="draco's gate to be removed")
+        assert ungated["spec"]["affinity"]["nodeAffinity"][REQUIRED] == PIN_NODE_0
+        cleared = wait_for(lambda: condition(stored(backend, "t"), "True"), 30,
+                           what="the condition to turn True")
+        assert cleared["reason"] == "Narrowed"
+        if backend.name == "real":
+            bound = wait_for(lambda: stored(backend, "t")["spec"].get("nodeName"), 30,
+                             what="kube-scheduler to bind the pod")
+            assert bound == "node-0"
+    finally:
+        set_taints(backend, "node-0", None)
+
+
+def test_a_tolerated_node_taint_does_not_hold_the_pod(backend: Backend, operator: Any) -> None:
+    set_taints(backend, "node-0", [{"key": "example.com/gpu-only", "effect": "NoSchedule"}])
+    try:
+        operator(("narrowing",), SETTINGS)
+        b = backend
+        b.create(claims_path(b), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "u-claim"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}})
+        pod = b.create(pods_path(b), {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "u"}, "spec": {
+            "schedulingGates": [{"name": DRACO_GATE}],
+            "tolerations": [{"key": "example.com/gpu-only", "operator": "Exists", "effect": "NoSchedule"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "u-claim"}],
+            "containers": [{"name": "c", "image": "registry.invalid/app"}]}})
+        allocate(b, pod)
+        wait_for(lambda: without_draco_gate(b, "u"), 30, what="draco's gate to be removed")
+        assert warnings_about(b, pod["metadata"]["uid"]) == []
+    finally:
+        set_taints(backend, "node-0", None)
+
+
+def test_a_cordoned_node_holds_the_pod_until_uncordoned(backend: Backend, operator: Any) -> None:
+    """`kubectl cordon` sets spec.unschedulable (on the real cluster the node lifecycle
+    controller adds the node.kubernetes.io/unschedulable taint too): same verdict."""
+    backend.merge_patch("/api/v1/nodes/node-0", {"spec": {"unschedulable": True}})
+    try:
+        operator(("narrowing",), SETTINGS)
+        pod = make_gated_pod(backend, "k")
+        allocate(backend, pod)
+        uid = pod["metadata"]["uid"]
+        wait_for(lambda: "NodeUnschedulable" in warnings_about(backend, uid), 30,
+                 what="the NodeUnschedulable Event")
+        cond = wait_for(lambda: condition(stored(backend, "k")), 10, what="the DracoNarrowing condition")
+        assert (cond["status"], cond["reason"]) == ("False", "NodeUnschedulable")
+        assert "node node-0 is cordoned" in cond["message"]
+        assert gates(stored(backend, "k")) == [DRACO_GATE]
+        backend.merge_patch("/api/v1/nodes/node-0", {"spec": {"unschedulable": None}})
+        wait_for(lambda: without_draco_gate(backend, "k"), 30, what="draco's gate to be removed")
+    finally:
+        backend.merge_patch("/api/v1/nodes/node-0", {"spec": {"unschedulable": None}})

@@ -1,7 +1,7 @@
 """A recording stand-in for the API client: pods with resourceVersions, 409 on stale PUTs.
 
-Only what the narrowing controller calls: GET and PUT of a pod, strategic-merge PATCH of
-its status (conditions merged by type), POST of Events, GET of a node.
+Only what the narrowing controller calls: GET, PUT and merge PATCH (resourceVersion and
+UID as preconditions) of a pod, strategic-merge PATCH of its status (conditions merged by type), POST of Events, GET of a node and of all nodes.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class FakeAPI:
 
     async def request(self, method: str, path: str, body: Any = None, content_type: str = "") -> Response:
         self.calls.append((method, path, copy.deepcopy(body)))
+        if method == "GET" and path == "/api/v1/nodes":
+            return Response(200, {"items": copy.deepcopy(list(self.nodes.values()))})
         if method == "GET" and path.startswith("/api/v1/nodes/"):
             node = self.nodes.get(path.rsplit("/", 1)[1])
             return Response(200, copy.deepcopy(node)) if node else Response(404, {"reason": "NotFound"})
@@ -74,6 +76,17 @@ class FakeAPI:
             for cond in body["status"]["conditions"]:
                 conds[:] = [c for c in conds if c["type"] != cond["type"]] + [cond]
             return Response(200, copy.deepcopy(pod))
+        if method == "PATCH" and content_type == "merge" and path in self.pods:
+            pod = self.pods[path]
+            meta = body.get("metadata") or {}
+            if (meta.get("uid") not in (None, pod["metadata"].get("uid"))
+                    or meta.get("resourceVersion") not in (None, pod["metadata"]["resourceVersion"])):
+                return Response(409, {"reason": "Conflict"})
+            self.rv += 1
+            new = merge_patch(pod, body)
+            new["metadata"]["resourceVersion"] = str(self.rv)
+            self.pods[path] = new
+            return Response(200, copy.deepcopy(new))
         if method == "POST" and path.endswith("/events"):
             self.events.append(body)
             return Response(201, body)
@@ -96,3 +109,16 @@ class FakeAPI:
 
     async def close(self) -> None:
         return None
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge key by key, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
