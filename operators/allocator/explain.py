@@ -91,9 +91,9 @@ def _explain_one(w: Wanted, claim: ResourceClaim, inventory: Inventory,
     counts = dict.fromkeys(("devices", "incomplete", "in_use", "class", "kept", "tainted",
                             "constraint", "available"), 0)
     errors: dict[str, None] = {}
-    needs = [c.match_attribute for c in claim.constraints
-             if c.match_attribute and (not c.requests or w.base in c.requests
-                                       or (w.sub and w.name in c.requests))]
+    needs = [a for c in claim.constraints
+             if (a := c.match_attribute or c.distinct_attribute)
+             and (not c.requests or w.base in c.requests or (w.sub and w.name in c.requests))]
     label = f"{claim.namespace}/{claim.name}"
     for pool in inventory:
         targeting = pool.targeting(node)

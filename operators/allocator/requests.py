@@ -109,9 +109,9 @@ def wanted_for_claim(
 
 
 def check_constraints(claim: ResourceClaim) -> tuple[DeviceConstraint, ...]:
-    """Only matchAttribute is understood (distinctAttribute is an alpha feature)."""
+    """matchAttribute or distinctAttribute, exactly one per constraint (the API's rule)."""
     for i, c in enumerate(claim.constraints):
-        if c.match_attribute is None:
+        if (c.match_attribute is None) == (c.distinct_attribute is None):
             raise AllocationError(
                 f"claim {claim_label(claim)}, constraint #{i}: empty constraint "
                 "(unsupported constraint type?)"

@@ -1,9 +1,10 @@
 """Turning a found solution into `status.allocation`, as upstream writes it.
 
 Config: each DeviceClass's config is added once, naming every request that used the
-class; claim config is added once per request it names (so a config naming two
-allocated requests appears twice, as upstream does), and once if it names none; a
-config naming as many requests as the claim has gets its `requests` cleared ("all").
+class; claim config is added once when it names none or at least one allocated request
+or subrequest (a config naming two allocated requests appears once: kube-scheduler 1.37
+writes it so, tests/e2e/test_allocator_differential.py); a config naming as many
+requests as the claim has gets its `requests` cleared ("all").
 Node selector: the first node-local device pins the node by name; otherwise the
 single-term selectors of the devices are merged into one term; none means anywhere.
 """
@@ -85,9 +86,8 @@ def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
         if not cc.requests:
             config.append(("FromClaim", list(cc.requests), cc.opaque))
             continue
-        for w in used:
-            if w.base in cc.requests or (w.sub and w.name in cc.requests):
-                config.append(("FromClaim", list(cc.requests), cc.opaque))
+        if any(w.base in cc.requests or (w.sub and w.name in cc.requests) for w in used):
+            config.append(("FromClaim", list(cc.requests), cc.opaque))
     n_requests = len(claim.requests)
     out = tuple(
         DeviceAllocationConfiguration(

@@ -129,6 +129,35 @@ class MatchAttribute:
             self.count -= 1
 
 
+class DistinctAttribute(MatchAttribute):
+    """Every device of the named requests must carry the attribute, each with its own
+    value (KEP-5075's distinctAttribute, on by default upstream from 1.36)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, c: DeviceConstraint) -> None:
+        super().__init__(c)
+        self.attribute = c.distinct_attribute or ""
+        self.values: list[Attribute] = []
+
+    def add(self, w: Wanted, d: Candidate) -> bool:
+        if not self.applies(w):
+            return True
+        attr = d.attributes.get(self.attribute)
+        if attr is None or any(same_attribute(attr, v) for v in self.values):
+            return False
+        self.values.append(attr)
+        return True
+
+    def remove(self, w: Wanted) -> None:
+        if self.applies(w):
+            self.values.pop()
+
+
+def constraint_for(c: DeviceConstraint) -> MatchAttribute:
+    return MatchAttribute(c) if c.match_attribute else DistinctAttribute(c)
+
+
 @dataclass(frozen=True, slots=True)
 class Pick:
     wanted: Wanted
@@ -180,7 +209,7 @@ class Search:
                     f"claim {claim_label(claim)}: number of requested devices {minimum} "
                     f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
             self.plan.append(per_request)
-            self.constraints.append([MatchAttribute(c) for c in check_constraints(claim)])
+            self.constraints.append([constraint_for(c) for c in check_constraints(claim)])
 
     def _prepare(self, w: Wanted) -> None:
         if w.all_mode:

@@ -28,12 +28,16 @@ DEFAULT_CLASSES = [
 ]
 
 
-def device_class(c: Mapping[str, Any]) -> DeviceClass:
+def device_class_api(c: Mapping[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in c.get("selectors", [])]}
     if "config" in c:
         spec["config"] = [{"opaque": o} for o in c["config"]]
-    return parse_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-                               "metadata": {"name": c["name"]}, "spec": spec})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": c["name"]}, "spec": spec}
+
+
+def device_class(c: Mapping[str, Any]) -> DeviceClass:
+    return parse_device_class(device_class_api(c))
 
 
 def _device(d: Any) -> dict[str, Any]:
@@ -43,7 +47,7 @@ def _device(d: Any) -> dict[str, Any]:
     return out
 
 
-def resource_slice(s: Mapping[str, Any], index: int) -> ResourceSlice:
+def resource_slice_api(s: Mapping[str, Any], index: int) -> dict[str, Any]:
     driver = s.get("driver", "driver-a")
     pool = s.get("pool", "pool-1")
     spec: dict[str, Any] = {
@@ -61,8 +65,12 @@ def resource_slice(s: Mapping[str, Any], index: int) -> ResourceSlice:
     else:
         spec["nodeName"] = s.get("node", "node-1")
     name = s.get("name", f"{pool}-slice-{index}")
-    return parse_resource_slice({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                                 "metadata": {"name": name}, "spec": spec})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def resource_slice(s: Mapping[str, Any], index: int) -> ResourceSlice:
+    return parse_resource_slice(resource_slice_api(s, index))
 
 
 def _spec(r: Mapping[str, Any]) -> dict[str, Any]:
@@ -87,7 +95,7 @@ def _request(r: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": r["name"], "exactly": _spec(r)}
 
 
-def claim(c: Mapping[str, Any]) -> ResourceClaim:
+def claim_api(c: Mapping[str, Any]) -> dict[str, Any]:
     devices: dict[str, Any] = {"requests": [_request(r) for r in c.get("requests", [])]}
     if "constraints" in c:
         devices["constraints"] = c["constraints"]
@@ -96,8 +104,12 @@ def claim(c: Mapping[str, Any]) -> ResourceClaim:
     meta: dict[str, Any] = {"name": c.get("name", "claim-0"), "namespace": "default"}
     if "annotations" in c:
         meta["annotations"] = c["annotations"]
-    return parse_resource_claim({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                                 "metadata": meta, "spec": {"devices": devices}})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": meta, "spec": {"devices": devices}}
+
+
+def claim(c: Mapping[str, Any]) -> ResourceClaim:
+    return parse_resource_claim(claim_api(c))
 
 
 def device_id(text: str) -> DeviceID:

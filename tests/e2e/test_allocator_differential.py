@@ -1,0 +1,405 @@
+"""Differential: draco's allocator against the real kube-scheduler 1.37.
+
+Every case of the allocation table (tests/allocator/allocation_cases.yaml) that upstream
+can express becomes real objects on a 1.37 cluster — DeviceClasses, ResourceSlices on
+kwok nodes, the claims, a claim holding the case's devices in use, and one pod using the
+claims, pinned to the case's node by `kubernetes.io/hostname` — and kube-scheduler's
+DynamicResources plugin (prioritized lists and device taints GA) allocates. The same
+objects, as the API server stored them, go through `draco allocate --from FILE --claim …
+--node NODE -o json`. Both must agree on the verdict (scheduled vs not) and, when
+scheduled, on every claim's devices (upstream's first fit is deterministic: pools by
+driver and name, slices by name, devices in slice order), nodeSelector and config.
+The node-choice table (tests/allocator/node_cases.yaml) runs first, its pods not pinned
+(unless the case names `only`), while both nodes are still empty so that
+DynamicResources' KEP-4816 score decides among them: there the node is compared too,
+except where the table marks a tie that kube-scheduler breaks at random.
+
+Speed: all cases share one namespace and most run at once; each case gets its own
+drivers (`dNN-driver-a`), classes, slices and claims, so the default classes (which
+select by driver) see only the case's devices. Two things cross case boundaries, as
+upstream does it, and the rounds keep them apart: a class without selectors sees every
+case's devices (such a case runs alone, and its slices are deleted afterwards), and an
+`All` request fails on any incomplete or invalid pool its node reaches, whatever the
+driver (cases with such pools run after the others, in a round of their own). draco
+reads every object the cluster holds at the time, as kube-scheduler does. Table node
+`node-1` is the cluster's node-1 and `node-2` its node-0.
+
+Not expressible upstream, hence not compared: a time budget (draco's own), no node
+(kube-scheduler always allocates for a node) and draco's tolerations annotation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from operators.allocator import DEFAULT_BUDGET_S
+from operators.cli.allocate import document
+from operators.cli.main import build_parser, main
+from operators.cli.state import load_state
+from operators.model import NamespacedName
+from tests.allocator.build import (
+    DEFAULT_CLASSES,
+    case_inputs,
+    claim_api,
+    device_class_api,
+    resource_slice_api,
+)
+from tests.allocator.test_allocation_table import CASES
+from tests.e2e.backends import RealBackend
+
+pytestmark = [pytest.mark.real, pytest.mark.timeout(240)]
+
+NODES = {"node-1": "node-1", "node-2": "node-0", "node-a": "node-0", "node-b": "node-1"}
+NODE_CASES: list[dict[str, Any]] = yaml.safe_load(
+    (Path(__file__).parents[1] / "allocator" / "node_cases.yaml").read_text())
+RESOURCE = "/apis/resource.k8s.io/v1"
+ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+DRIVER = re.compile(r"(?<![\w.-])(driver-[a-z])(?![\w-])")
+# Cases the 1.37 API server refuses to store (validation), so upstream cannot run them;
+# the test checks that the refusal still happens.
+REFUSED = {
+    "a constraint of neither kind is an error (unknown-constraint; the API refuses it)":
+        'exactly one of "matchAttribute" or "distinctAttribute" is required',
+    "a slice node selector with two terms is an error (the API refuses such slices)":
+        "must have exactly one node selector term",
+}
+
+
+def not_expressible(case: Mapping[str, Any]) -> str | None:
+    if "budget" in case:
+        return "a time budget is draco's"
+    if "node" in case and case["node"] is None:
+        return "kube-scheduler always allocates for a node"
+    if any("resource.draco.dev/tolerations" in (c.get("annotations") or {}) for c in case["claims"]):
+        return "draco's tolerations annotation"
+    return None
+
+
+def unscoped(case: Mapping[str, Any]) -> bool:
+    """Whether a class the case uses has no selectors (it would see other cases' devices)."""
+    return any(not c.get("selectors") for c in case.get("classes", []))
+
+
+def spoils_all(case: Mapping[str, Any]) -> bool:
+    """Whether the case has an incomplete or invalid pool (an `All` request of any other
+    case on the same node would fail on it)."""
+    return any(p.incomplete or p.invalid for p in case_inputs(case)[2])
+
+
+@dataclass
+class Translated:
+    """One table case as API objects, renamed so that cases cannot see each other."""
+
+    index: int
+    case: Mapping[str, Any]
+    prefix: str
+    node: str | None  # the node the pod is pinned to; None: kube-scheduler picks
+    labels: dict[str, dict[str, str]]  # cluster node -> labels the case gives it
+    classes: list[dict[str, Any]]
+    slices: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
+    holder: dict[str, Any] | None
+    holder_results: list[dict[str, Any]]
+    created: list[dict[str, Any]] = field(default_factory=list)
+    refused: str | None = None
+
+    @property
+    def claim_names(self) -> list[str]:
+        return [c["metadata"]["name"] for c in self.claims]
+
+    @property
+    def pod_name(self) -> str:
+        return f"{self.prefix}-pod"
+
+
+def _rename_drivers(obj: Any, prefix: str) -> Any:
+    return json.loads(DRIVER.sub(lambda m: f"{prefix}-{m.group(1)}", json.dumps(obj)))
+
+
+def translate(index: int, case: Mapping[str, Any], ns: str, *, placing: bool = False) -> Translated:
+    """`placing`: a case of node_cases.yaml (the pod is not pinned unless `only`)."""
+    p = f"{'n' if placing else 'd'}{index:02d}"
+    classes = [device_class_api(c) for c in DEFAULT_CLASSES + case.get("classes", [])]
+    for c in classes:
+        c["metadata"]["name"] = f"{p}-{c['metadata']['name']}"
+    slices = [resource_slice_api(s, i) for i, s in enumerate(case.get("slices", []))]
+    for s in slices:
+        s["metadata"]["name"] = f"{p}-{s['metadata']['name']}"
+        spec = s["spec"]
+        if "nodeName" in spec:
+            spec["nodeName"] = NODES[spec["nodeName"]]
+        for d in spec["devices"]:
+            if "nodeName" in d:
+                d["nodeName"] = NODES[d["nodeName"]]
+    claims = [claim_api(c) for c in case["claims"]]
+    for c in claims:
+        c["metadata"] = {"name": f"{p}-{c['metadata']['name']}", "namespace": ns,
+                         **({"annotations": c["metadata"]["annotations"]}
+                            if "annotations" in c["metadata"] else {})}
+        for r in c["spec"]["devices"]["requests"]:
+            for spec in [r["exactly"]] if "exactly" in r else r["firstAvailable"]:
+                spec["deviceClassName"] = f"{p}-{spec['deviceClassName']}"
+    holder = None
+    results: list[dict[str, Any]] = []
+    if case.get("inUse"):
+        holder = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                  "metadata": {"name": f"{p}-holder", "namespace": ns},
+                  "spec": {"devices": {"requests": [{"name": "held", "exactly": {
+                      "deviceClassName": f"{p}-class-a", "count": len(case["inUse"])}}]}}}
+        for text in case["inUse"]:
+            driver, pool, device = text.split("/")
+            results.append({"request": "held", "driver": driver, "pool": pool, "device": device})
+    node: str | None
+    if placing:
+        node = NODES[case["only"]] if "only" in case else None
+        labels = {NODES[n["name"]]: n["labels"] for n in case["nodes"] if n.get("labels")}
+    else:
+        named = case.get("node") or {"name": "node-1"}
+        node = NODES[named["name"]]
+        labels = {node: named["labels"]} if named.get("labels") else {}
+    return Translated(index, case, p, node, labels, _rename_drivers(classes, p),
+                      _rename_drivers(slices, p), _rename_drivers(claims, p), holder,
+                      _rename_drivers(results, p))
+
+
+def create_case(backend: RealBackend, t: Translated) -> None:
+    """Create the case's objects; a refusal by the API server is recorded, not raised."""
+    claims_path = f"{RESOURCE}/namespaces/{backend.ns}/resourceclaims"
+    steps = [(f"{RESOURCE}/deviceclasses", o) for o in t.classes]
+    steps += [(f"{RESOURCE}/resourceslices", o) for o in t.slices]
+    steps += [(claims_path, o) for o in t.claims]
+    for path, obj in steps:
+        code, body = backend.request("POST", path, obj)
+        if code != 201:
+            t.refused = f"{obj['kind']} {obj['metadata']['name']}: {code} {body.get('message', body)}"
+            return
+        t.created.append(body)
+    if t.holder is not None:
+        backend.create(claims_path, t.holder)
+        held = backend.merge_patch(f"{claims_path}/{t.holder['metadata']['name']}/status", {
+            "status": {"allocation": {"devices": {"results": t.holder_results}}}})
+        t.created.append(held)
+
+
+def pod(t: Translated) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": t.pod_name},
+            "spec": {**({"nodeSelector": {"kubernetes.io/hostname": t.node}} if t.node else {}),
+                     "terminationGracePeriodSeconds": 0,
+                     "resourceClaims": [{"name": f"c{i}", "resourceClaimName": n}
+                                        for i, n in enumerate(t.claim_names)],
+                     "containers": [{"name": "c", "image": "registry.invalid/app"}]}}
+
+
+def decided(p: dict[str, Any]) -> str | None:
+    """What one state of the pod says: "scheduled", "unschedulable" or None (not yet)."""
+    if p["spec"].get("nodeName"):
+        return "scheduled"
+    for c in (p.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return "unschedulable"
+    return None
+
+
+def verdicts(events: list[dict[str, Any]], names: set[str]) -> dict[str, tuple[str, str]]:
+    """Per pod: ("scheduled", node) once any event shows it bound, else ("unschedulable",
+    the scheduler's message) once its PodScheduled condition is False."""
+    out: dict[str, tuple[str, str]] = {}
+    for event in events:
+        p = event["object"]
+        name = p["metadata"]["name"]
+        verdict = decided(p) if name in names else None
+        if verdict is None or out.get(name, ("",))[0] == "scheduled":
+            continue
+        message = p["spec"].get("nodeName") or next(
+            (c.get("message", "") for c in (p.get("status") or {}).get("conditions") or []
+             if c.get("type") == "PodScheduled"), "")
+        out[name] = (verdict, message)
+    return out
+
+
+@dataclass
+class Answers:
+    """What kube-scheduler decided: per pod its verdict and message, per claim the first
+    allocation it wrote (from watch events, so a pod that upstream's device-taint eviction
+    deletes right after binding still counts as scheduled, with its devices)."""
+
+    verdicts: dict[str, tuple[str, str]] = field(default_factory=dict)
+    allocations: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def run_round(backend: RealBackend, cases: list[Translated]) -> Answers:
+    """Create the cases' objects, then their pods; wait until kube-scheduler decided all."""
+    pods_path = f"/api/v1/namespaces/{backend.ns}/pods"
+    claims_path = f"{RESOURCE}/namespaces/{backend.ns}/resourceclaims"
+    answers = Answers()
+    with backend.watching(pods_path) as pod_events, backend.watching(claims_path) as claim_events:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda t: create_case(backend, t), cases))
+        live = [t for t in cases if t.refused is None]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda t: backend.create(pods_path, pod(t)), live))
+        names = {t.pod_name for t in live}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not names <= answers.verdicts.keys():
+            time.sleep(0.1)
+            answers.verdicts = verdicts(list(pod_events), names)
+        # A pod tried before the scheduler's informers saw all its objects may be retried
+        # and scheduled a moment later: a binding anywhere in the stream wins.
+        time.sleep(1.0)
+        answers.verdicts = verdicts(list(pod_events), names)
+        for event in list(claim_events):
+            c = event["object"]
+            allocation = (c.get("status") or {}).get("allocation")
+            if allocation is not None:
+                answers.allocations.setdefault(c["metadata"]["name"], allocation)
+    missing = sorted(names - answers.verdicts.keys())
+    assert not missing, f"kube-scheduler did not decide {missing} in 60 s"
+    return answers
+
+
+def _results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: r[k] for k in ("request", "driver", "pool", "device")}
+            | ({"adminAccess": True} if r.get("adminAccess") else {}) for r in results]
+
+
+class Draco:
+    """`draco allocate --from WORLD --claim … --node NODE -o json` for many cases: the
+    file is read once (what the command does before `document`), and the first case
+    also goes through the whole command line, which must answer the same."""
+
+    def __init__(self, world: Path) -> None:
+        self.world = world
+        args = build_parser().parse_args(["allocate", "--from", str(world), "-o", "json"])
+        self.tracker, self.objects = load_state(args)
+        self.checked_cli = False
+
+    def answer(self, t: Translated, ns: str) -> dict[str, Any]:
+        claims = [NamespacedName(ns, n) for n in t.claim_names]
+        doc = json.loads(json.dumps(document(self.tracker, self.objects, claims, t.node,
+                                             DEFAULT_BUDGET_S)))
+        if not self.checked_cli:
+            argv = ["allocate", "--from", str(self.world), "-o", "json"]
+            argv += ["--node", t.node] if t.node else []
+            for name in t.claim_names:
+                argv += ["--claim", f"{ns}/{name}"]
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                assert main(argv) == 0
+            assert json.loads(out.getvalue()) == doc
+            self.checked_cli = True
+        return dict(doc["claims"])
+
+
+def compare(backend: RealBackend, t: Translated, answers: Answers, draco: Draco) -> list[str]:
+    """What differs between kube-scheduler's and draco's answer for one case."""
+    verdict = answers.verdicts[t.pod_name]
+    ours = draco.answer(t, backend.ns)
+    scheduled = verdict[0] == "scheduled"
+    allocated = all(ours[f"{backend.ns}/{n}"]["allocated"] for n in t.claim_names)
+    if scheduled != allocated:
+        why = next((r["reason"] for r in ours.values() if r["reason"]), None)
+        return [f"kube-scheduler: {verdict[0]} ({verdict[1]}); draco allocated={allocated} ({why})"]
+    if not scheduled or t.case.get("ties"):
+        return []
+    diffs = []
+    if t.node is None:
+        mine_node = next(iter(ours.values()))["node"]
+        if mine_node != verdict[1]:
+            diffs.append(f"node: kube-scheduler {verdict[1]}, draco {mine_node}")
+    for name in t.claim_names:
+        theirs = answers.allocations[name]
+        mine = ours[f"{backend.ns}/{name}"]
+        pairs = [("results", _results(theirs["devices"]["results"]), _results(mine["results"])),
+                 ("nodeSelector", theirs.get("nodeSelector"), mine["nodeSelector"]),
+                 ("config", theirs["devices"].get("config") or [], mine["config"])]
+        diffs += [f"{name} {what}: kube-scheduler {a}, draco {b}" for what, a, b in pairs if a != b]
+    return diffs
+
+
+@contextlib.contextmanager
+def labelled(backend: RealBackend, cases: list[Translated]) -> Iterator[None]:
+    """The table's node labels on the cluster's nodes, and admin access in the namespace."""
+    labels: dict[str, dict[str, str]] = {}
+    for t in cases:
+        for node, node_labels in t.labels.items():
+            for k, v in node_labels.items():
+                assert labels.setdefault(node, {}).setdefault(k, v) == v, (node, k)
+    backend.merge_patch(f"/api/v1/namespaces/{backend.ns}",
+                        {"metadata": {"labels": {ADMIN_LABEL: "true"}}})
+    for node, node_labels in labels.items():
+        backend.merge_patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": node_labels}})
+    try:
+        yield
+    finally:
+        for node, node_labels in labels.items():
+            backend.merge_patch(f"/api/v1/nodes/{node}",
+                                {"metadata": {"labels": dict.fromkeys(node_labels)}})
+
+
+def delete_slices(backend: RealBackend, cases: list[Translated]) -> None:
+    for t in cases:
+        for sl in t.slices:
+            code, body = backend.request("DELETE", f"{RESOURCE}/resourceslices/{sl['metadata']['name']}")
+            assert code in (200, 404), body
+        t.created = [o for o in t.created if o["kind"] != "ResourceSlice"]
+
+
+def run_rounds(backend: RealBackend, rounds: list[list[Translated]], done: list[Translated],
+               workdir: Path, keep_last: int) -> dict[str, list[str]]:
+    """Each round: create, let kube-scheduler decide, ask draco over everything created so
+    far; the slices of all but the last `keep_last` rounds are deleted afterwards."""
+    mismatches: dict[str, list[str]] = {}
+    nodes = [{"apiVersion": "v1", "kind": "Node", **n}
+             for n in (backend.get("/api/v1/nodes") or {})["items"]]
+    for number, cases in enumerate(rounds):
+        answers = run_round(backend, cases)
+        done += cases
+        world = workdir / f"round-{cases[0].prefix}.json"
+        world.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + [
+            o for t in done for o in t.created]}))
+        draco = Draco(world)
+        for t in cases:
+            if t.refused is None:
+                diffs = compare(backend, t, answers, draco)
+                if diffs:
+                    mismatches[t.case["name"]] = diffs
+        if number < len(rounds) - keep_last:
+            delete_slices(backend, cases)
+    return mismatches
+
+
+def test_draco_allocates_as_kube_scheduler_137(real_137: RealBackend, tmp_path: Path) -> None:
+    backend = real_137
+    assert backend.cluster.version.startswith("v1.37"), backend.cluster.version
+    # Node choice first, while both nodes are empty: kube-scheduler's other score plugins
+    # then rate them alike and DynamicResources' KEP-4816 score decides.
+    placing = [translate(i, c, backend.ns, placing=True) for i, c in enumerate(NODE_CASES)]
+    assert not any(unscoped(t.case) or spoils_all(t.case) for t in placing)
+    done: list[Translated] = []
+    with labelled(backend, placing):
+        mismatches = run_rounds(backend, [placing], done, tmp_path, keep_last=0)
+    translated = [translate(i, c, backend.ns) for i, c in enumerate(CASES)
+                  if not_expressible(c) is None]
+    rounds = [[t] for t in translated if unscoped(t.case)]
+    rounds.append([t for t in translated if not unscoped(t.case) and not spoils_all(t.case)])
+    rounds.append([t for t in translated if not unscoped(t.case) and spoils_all(t.case)])
+    with labelled(backend, translated):
+        mismatches |= run_rounds(backend, rounds, done, tmp_path, keep_last=2)
+    refused = {t.case["name"]: t.refused or "" for t in translated if t.refused is not None}
+    assert not mismatches, json.dumps(mismatches, indent=1)
+    assert refused.keys() == REFUSED.keys(), json.dumps(refused, indent=1)
+    for name, why in REFUSED.items():
+        assert why in refused[name], refused[name]
+    assert len(translated) - len(refused) >= 70
