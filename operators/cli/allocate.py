@@ -36,6 +36,7 @@ from operators.allocator.results import config_to_api
 from operators.cli.inputs import UsageError
 from operators.cli.output import emit, render_table, warn
 from operators.cli.state import add_source_options, load_state
+from operators.cli.upstream_taints import add_upstream
 from operators.model import AllocationResult, DeviceID, NamespacedName, ResourceClaim
 from operators.tracker import Tracker
 
@@ -212,5 +213,6 @@ def table(doc: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     tracker, objects = load_state(args)
+    add_upstream(args, tracker, list(objects), probe=False)  # upstream's rules taint devices too
     emit(document(tracker, objects, args.claims, args.node, DEFAULT_BUDGET_S), args.output, table)
     return 0

@@ -1,7 +1,9 @@
 """`draco devices`: the unified device view upstream never built (a KEP-5027 non-goal).
 
 One row per device: what its driver published, what ResourceSlicePatches changed, which
-taints (from slices and DeviceTaintRules) it carries, and where it can be used.
+taints (from slices, draco's DeviceTaintRules and upstream's `resource.k8s.io` ones) it
+carries, and where it can be used. Against a cluster, `cluster` says what the API
+server does about device taints itself and who evicts for which taints.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from operators.cli.output import emit, render_table
 from operators.cli.state import add_source_options, load_state, rfc3339, tracker_errors
+from operators.cli.upstream_taints import add_mode_option, add_upstream, describe
 from operators.model import DeviceTaint
 from operators.tracker import Tracker
 from operators.tracker.views import DeviceView, PoolStatus
@@ -24,6 +27,7 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_source_options(parser, formats=("table", "wide", "json", "yaml"))
+    add_mode_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -154,13 +158,19 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
         )
     if doc["errors"]:
         out += "\nErrors:\n" + "".join(f"  {e['object']}: {e['message']}\n" for e in doc["errors"])
+    if doc.get("cluster"):
+        out += describe(doc["cluster"])
     return out
 
 
 def run(args: argparse.Namespace) -> int:
-    tracker, _ = load_state(args)
+    tracker, objects = load_state(args)
+    cluster = add_upstream(args, tracker, objects)
+    doc = device_document(tracker)
+    if cluster is not None:
+        doc["cluster"] = cluster  # only against a cluster: files say nothing about servers
     if args.output == "wide":
-        emit(device_document(tracker), "table", lambda doc: table(doc, wide=True))
+        emit(doc, "table", lambda d: table(d, wide=True))
     else:
-        emit(device_document(tracker), args.output, table)
+        emit(doc, args.output, table)
     return 0

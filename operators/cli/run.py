@@ -1,7 +1,12 @@
 """`draco run`: the operator, with the chosen controllers, against the current kubeconfig.
 
 Every controller shares one tracker, fed once per watched kind. kopf runs standalone
-(no peering) and draco has no leader election yet: run exactly one replica.
+(no peering: kopf's peering pauses equal replicas instead of electing one). For more
+than one replica use --leader-elect: a coordination.k8s.io Lease decides which replica
+acts, the others wait as standbys and take over when the leader's Lease expires (or at
+once when it released it on SIGTERM). Every flag can also come from the environment as
+DRACO_<FLAG> (e.g. DRACO_METRICS_PORT=8080, DRACO_LEADER_ELECT=true); a flag given on
+the command line wins. With no flags, draco run binds no port and takes no Lease.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ import structlog
 from operators.cli.inputs import ClusterError, InputError, UsageError, connection_problem, kube_api
 from operators.cli.options import float_range, int_range, port, seconds
 
-CONTROLLERS = ("eviction", "patches", "narrowing")
+CONTROLLERS = ("eviction", "patches", "allocator", "narrowing")
 DEFAULT_CONTROLLERS = CONTROLLERS  # every controller that exists runs without --controllers
 FEEDS = {
-    "eviction": ("ResourceSlice", "ResourceClaim", "Pod", "DeviceTaintRule"),
+    "eviction": ("ResourceSlice", "ResourceClaim", "Pod", "DeviceTaintRule", "DeviceTaintRule.resource.k8s.io"),
     "patches": ("ResourceSlice", "DeviceClass"),
+    "allocator": ("ResourceSlice", "DeviceClass", "ResourceClaim", "Pod", "DeviceTaintRule",
+                  "DeviceTaintRule.resource.k8s.io"),
     "narrowing": ("ResourceClaim", "Pod"),
 }
 
@@ -31,7 +38,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("run", help="the operator against the current kubeconfig",
                                    description=__doc__)
     parser.add_argument("--controllers", default=",".join(DEFAULT_CONTROLLERS), metavar="LIST",
-                        help=f"comma-separated, from: {', '.join(CONTROLLERS)} "
+                        help=f"comma-separated, from: {', '.join(CONTROLLERS)}; or 'none' to serve only "
+                             f"the gate webhook, which then needs --gate-webhook-port "
                              f"(default: {','.join(DEFAULT_CONTROLLERS)})")
     parser.add_argument("--qps", type=float_range(0, 1e6, low_open=True), default=200.0, metavar="N",
                         help="API requests per second, more than 0 (default 200)")
@@ -43,11 +51,20 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--grace-period", type=seconds, default=5.0, metavar="SECONDS",
                         help="seconds after a rule's creation or effect change before "
                              "EvictionInProgress may become False (default 5)")
+    parser.add_argument("--slice-taints", choices=("auto", "draco", "upstream"), default="auto",
+                        help="who evicts for ResourceSlice taints and upstream's own DeviceTaintRules: "
+                             "auto (default) leaves them to kube-controller-manager where the API server "
+                             "keeps device taints (1.36+), draco handles them elsewhere; draco: always "
+                             "draco (upstream's controller turned off); upstream: never draco. draco's "
+                             "own DeviceTaintRules are always draco's")
     parser.add_argument("--use-eviction-api", action="store_true",
                         help="evict through policy/v1 Eviction so PodDisruptionBudgets are honoured")
     parser.add_argument("--narrowing-timeout", type=seconds, default=300.0, metavar="SECONDS",
                         help="seconds after a gated pod's creation before claims that are still not "
                              "allocated and reserved for it are reported on the pod (default 300)")
+    parser.add_argument("--allocation-timeout", type=seconds, default=10.0, metavar="SECONDS",
+                        help="the allocator's time budget for one pod's claims; past it the pod is "
+                             "reported as TooComplex and nothing is written (default 10)")
     parser.add_argument("--gate-webhook-port", type=port, default=0, metavar="PORT",
                         help="serve the mutating admission webhook that adds draco's scheduling gate "
                              "to new pods with ResourceClaims, at https://ADDRESS:PORT/gate "
@@ -76,6 +93,31 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--log-format", choices=("auto", "json", "console"), default="auto",
                         help="json: one JSON object a line (for log collectors); console: key=value "
                              "for people; auto (default): console on a terminal, json otherwise")
+    parser.add_argument("--health-port", type=port, default=0, metavar="PORT",
+                        help="serve GET /healthz (liveness) and GET /readyz (readiness) on this port, "
+                             "e.g. 8081 (default 0: off)")
+    parser.add_argument("--health-address", default="0.0.0.0", metavar="ADDRESS",
+                        help="address the health server binds (default 0.0.0.0, for the kubelet's probes)")
+    parser.add_argument("--leader-elect", action="store_true",
+                        help="act only while holding a coordination.k8s.io Lease, so that one of "
+                             "several replicas acts at a time (default: off, act at once)")
+    parser.add_argument("--leader-elect-namespace", default=None, metavar="NAMESPACE",
+                        help="namespace of the Lease (default: $POD_NAMESPACE, else the service "
+                             "account's namespace, else default)")
+    parser.add_argument("--leader-elect-name", default="draco", metavar="NAME",
+                        help="name of the Lease (default draco)")
+    parser.add_argument("--leader-elect-lease-duration", type=int_range(1, 86_400), default=15,
+                        metavar="SECONDS",
+                        help="how long a standby waits after the leader's last renewal before it "
+                             "takes over, whole seconds (default 15)")
+    parser.add_argument("--leader-elect-renew-deadline", type=seconds, default=10.0, metavar="SECONDS",
+                        help="how long the leader keeps trying to renew before it gives up and exits; "
+                             "shorter than the lease duration (default 10)")
+    parser.add_argument("--leader-elect-retry-period", type=seconds, default=2.0, metavar="SECONDS",
+                        help="pause between attempts to acquire or renew the Lease (default 2)")
+    from operators.cli import run_env
+
+    run_env.apply(parser)  # DRACO_<FLAG> variables: after every flag was added
     parser.set_defaults(func=run)
 
 
@@ -114,7 +156,7 @@ def _plain_values(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMa
     return event
 
 
-def build(controllers: list[str], settings: Any) -> tuple[Any, Any, dict[str, Any]]:
+def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     import kopf
 
     from operators.cli.state import standard_overlays
@@ -125,10 +167,13 @@ def build(controllers: list[str], settings: Any) -> tuple[Any, Any, dict[str, An
     tracker = Tracker()
     for overlay in standard_overlays():
         tracker.register_overlay(overlay)
+    from operators.tracker.taint_rules import ensure_upstream_overlay
+
+    ensure_upstream_overlay(tracker)  # upstream's own DeviceTaintRules: a taint source too
     feeds: list[str] = []
     for name in controllers:
         feeds += [k for k in FEEDS[name] if k not in feeds]
-    gate = SyncGate()
+    gate = gate if gate is not None else SyncGate()  # the caller's, when it reports readiness
     seen = register_feed(registry, tracker, feeds, gate)
 
     @kopf.on.startup(registry=registry)
@@ -154,6 +199,10 @@ def build(controllers: list[str], settings: Any) -> tuple[Any, Any, dict[str, An
         from operators.patches.handlers import register as register_patches
 
         started["patches"] = register_patches(registry, tracker, settings)
+    if "allocator" in controllers:
+        from operators.allocator.handlers import register as register_allocator
+
+        started["allocator"] = register_allocator(registry, tracker, settings, ready=gate.wait)
     if "narrowing" in controllers:
         from operators.narrowing.handlers import register as register_narrowing
 
@@ -220,6 +269,18 @@ def preflight() -> str:
     return host
 
 
+def _device_taints() -> dict[str, Any] | None:
+    """What the cluster does about device taints itself, for the startup line: read only
+    (a standby writes nothing, not even a dry run), so the version decides whether the
+    fields are kept; the eviction controller probes when it starts, and every minute."""
+    from operators.cli.upstream_taints import discover_cluster
+
+    try:
+        return dict(discover_cluster(probe=False).to_record())
+    except ClusterError:
+        return None
+
+
 def start_metrics(address: str, metrics_port: int) -> None:
     from prometheus_client import start_http_server
 
@@ -231,13 +292,16 @@ def start_metrics(address: str, metrics_port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import kopf
-
+    from operators.cli import run_env
     from operators.cli.main import version
 
+    run_env.check(args)  # a DRACO_* variable that could not be read: usage error naming it
     controllers = [c.strip() for c in args.controllers.split(",") if c.strip()]
-    unknown = sorted(set(controllers) - set(CONTROLLERS))
-    if unknown or not controllers:
+    if controllers == ["none"]:  # a webhook-only process: no watches, no tracker feeds
+        if not args.gate_webhook_port:
+            raise UsageError("--controllers none runs nothing without --gate-webhook-port")
+        controllers = []
+    elif (unknown := sorted(set(controllers) - set(CONTROLLERS))) or not controllers:
         raise UsageError(f"--controllers: unknown controller(s) {', '.join(unknown) or '(none given)'}; "
                          f"choose from {', '.join(CONTROLLERS)}")
     if args.gate_webhook_port:
@@ -249,15 +313,28 @@ def run(args: argparse.Namespace) -> int:
             webhook_settings(args)
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
+    if args.leader_elect:
+        from operators.cli.lifecycle import election_config
+
+        problems = election_config(args).problems()
+        if problems:
+            raise UsageError(f"--leader-elect-*: {'; '.join(problems)}")
     server = preflight()
     if args.metrics_port:
         start_metrics(args.metrics_address, args.metrics_port)
     configure_logging(args.log_format)
-    registry, _, _ = build(controllers, args)
+    from operators.cli.lifecycle import Process, operate
+    from operators.kube.feed import SyncGate
+    from operators.kube.supervision import default_supervisor
+
+    process = Process(controllers, SyncGate(), default_supervisor())
+    registry, _, _ = build(controllers, args, gate=process.gate)
     structlog.get_logger("draco").info(
         "draco starting", version=version(), controllers=controllers, server=server,
         qps=args.qps, burst=args.burst, eviction_workers=args.eviction_workers,
         grace_period=args.grace_period, use_eviction_api=args.use_eviction_api,
-        metrics=f"http://{args.metrics_address}:{args.metrics_port}/metrics" if args.metrics_port else None)
-    asyncio.run(kopf.operator(registry=registry, standalone=True, clusterwide=True))
-    return 0
+        slice_taints=args.slice_taints, device_taints=_device_taints(),
+        metrics=f"http://{args.metrics_address}:{args.metrics_port}/metrics" if args.metrics_port else None,
+        health=f"http://{args.health_address}:{args.health_port}/readyz" if args.health_port else None,
+        leader_elect=args.leader_elect)
+    return asyncio.run(operate(registry, process, args))

@@ -3,6 +3,7 @@
     draco taint driver=gpu.example.com,pool=node-a,device=gpu-0 example.com/maint=planned:NoExecute
     draco taint pool=node-a example.com/maint:NoExecute-          # remove
     draco taint "" example.com/drain:NoExecute --all-devices     # every device (explicitly)
+    draco taint --migrate [--dry-run]                              # to upstream's rules (1.37+)
 
 Before a NoExecute rule is created, the preview says which devices, pods and namespaces
 it hits, and draco asks for confirmation unless --yes.
@@ -43,10 +44,16 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "taint", help="taint devices (create or remove a DeviceTaintRule), with a preview",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("selector", metavar="SELECTOR",
+    parser.add_argument("selector", metavar="SELECTOR", nargs="?",
                         help="driver=…,pool=…,device=… (any subset; '' with --all-devices for every device)")
-    parser.add_argument("taint", metavar="KEY[=VALUE]:EFFECT[-]",
+    parser.add_argument("taint", metavar="KEY[=VALUE]:EFFECT[-]", nargs="?",
                         help="the taint; a trailing '-' removes rules with this selector, key and effect")
+    parser.add_argument("--migrate", action="store_true",
+                        help="move every draco DeviceTaintRule to upstream's resource.k8s.io DeviceTaintRule "
+                             "(same selector, taint and timeAdded), deleting draco's once upstream's "
+                             "controller has taken it over")
+    parser.add_argument("--migrate-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="how long --migrate waits for upstream's controller per rule (default 60)")
     parser.add_argument("--name", help="rule name (default: derived from selector and taint)")
     parser.add_argument("--all-devices", action="store_true",
                         help="required for an empty selector, which taints every device of the cluster")
@@ -155,6 +162,17 @@ def _message(body: Any, status: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.migrate:
+        if args.selector is not None or args.taint is not None or args.sources:
+            raise UsageError("--migrate takes no selector, taint or --from: it moves every draco rule")
+        from operators.cli.taint_migrate import migrate
+
+        api = kube_api()
+        migrate(lambda method, path, body: _call(api, method, path, body), dry_run=args.dry_run,
+                timeout=max(args.migrate_timeout, 0.0))
+        return 0
+    if args.selector is None or args.taint is None:
+        raise UsageError("give a SELECTOR and a taint KEY[=VALUE]:EFFECT[-] (or --migrate)")
     selector = parse_selector(args.selector)
     key, value, effect, remove = parse_taint(args.taint)
     if not selector and not args.all_devices:

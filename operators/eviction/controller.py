@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
 
 from operators.eviction import metrics
-from operators.eviction.decisions import EvictionPlan, PodEviction, plan
+from operators.eviction.decisions import EvictionPlan, Ownership, PodEviction, plan
 from operators.eviction.index import EvictionIndex
 from operators.eviction.rule_writer import GATE, IDLE, RULES_PATH, RuleState, RuleSteps, rfc3339
 from operators.eviction.settings import EvictionSettings
@@ -95,12 +95,28 @@ class EvictionController(PassLoop, RuleSteps):
         self.passes = 0
         self.errors_reported: set[str] = set()
         self.index = EvictionIndex()
+        self.left_to_upstream: set[str] = set()  # pod uids upstream's controller evicts
         self._indexed = False
         self._pending = _Pending()
         self._init_loop()
 
     def resync(self) -> None:
         self._indexed = False  # changes may have been missed: rebuild the index next pass
+
+    @property
+    def ownership(self) -> Ownership:
+        return self.index.ownership
+
+    def set_ownership(self, ownership: Ownership) -> None:
+        """Which taint sources upstream's controller evicts for (from discovery); a
+        change re-decides every claim."""
+        if ownership == self.index.ownership:
+            return
+        log.info("taint ownership changed", slice_taints="upstream" if ownership.slice_taints else "draco",
+                 upstream_rules="upstream" if ownership.upstream_rules else "draco")
+        self.index.ownership = ownership
+        self.resync()
+        self.wake.set()
 
     def retry_delay(self) -> float:
         return min(self.settings.retry_after, IDLE)
@@ -117,7 +133,7 @@ class EvictionController(PassLoop, RuleSteps):
         self.passes += 1
         now = self.clock()
         if self.settings.full_replan:
-            current: EvictionPlan | None = plan(self.tracker)
+            current: EvictionPlan | None = plan(self.tracker, ownership=self.ownership)
             assert current is not None
             await self._report_claim_errors(current.errors)
             self.queue = {pod.pod: pod for pod in current.due(now) if pod.uid not in self.done}
@@ -159,11 +175,31 @@ class EvictionController(PassLoop, RuleSteps):
             if pod is None or pod.when > now or pod.uid in self.done:
                 del self.queue[key]  # gone, tolerated longer (the index re-queues it), or done
                 continue
+            if pod.deferred_at(now):
+                # upstream's controller evicts it; draco looks again after a grace period
+                # and evicts a pod upstream left running (its controller turned off, say)
+                give_up = max(pod.upstream_when or now, pod.when) + timedelta(seconds=self.settings.upstream_grace)
+                if now < give_up:
+                    self._leave_to_upstream(pod)
+                    self.retry_at[pod.uid] = give_up
+                    continue
+                if self.retry_at.get(pod.uid) == give_up:
+                    log.warning("upstream's controller did not evict the pod in time; draco does",
+                                kind="Pod", namespace=pod.pod.namespace, name=pod.pod.name,
+                                grace=self.settings.upstream_grace)
+                    self.retry_at.pop(pod.uid, None)
             self.queue[key] = pod
             if pod.uid in self.in_flight or self.retry_at.get(pod.uid, now) > now:
                 continue
             self._spawn(self._evict(pod))
         metrics.QUEUE_DEPTH.set(len(self.queue))
+
+    def _leave_to_upstream(self, pod: PodEviction) -> None:
+        if pod.uid not in self.left_to_upstream:
+            self.left_to_upstream.add(pod.uid)
+            metrics.LEFT_TO_UPSTREAM.inc()
+            log.info("eviction left to upstream's controller", kind="Pod", namespace=pod.pod.namespace,
+                     name=pod.pod.name, reasons=sorted(pod.reasons))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)

@@ -7,13 +7,22 @@ whose slice is gone); every scheduled pod that uses the claim — it references 
 claim (directly, through a template's generated claim, or as its extended-resource
 claim) and the claim is reserved for it — is evicted at the earliest time over its
 claims. Terminating and finished pods are left alone.
+
+Where upstream's own controller evicts too (kube-controller-manager on 1.36+), an
+`Ownership` says for which taint sources it does: slice taints, upstream's
+DeviceTaintRules, or both. A pod keeps its eviction in the plan (the CLI shows it, the
+rules count it) but carries `upstream_when`, the earliest time upstream evicts it; when
+that is no later than draco's own time (or the moment draco acts, if later) plus
+`DEFER_WINDOW`, draco leaves the pod to upstream (`deferred_at`), so one pod never
+receives two DELETEs. draco's own
+DeviceTaintRules are draco's alone: upstream cannot see them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from operators.eviction.tolerations import eviction_time
 from operators.model import (
@@ -28,12 +37,51 @@ from operators.model import (
 from operators.tracker import Tracker
 
 RULE_PREFIX = "DeviceTaintRule/"
+SLICE_PREFIX = "ResourceSlice/"
+UPSTREAM_RULE_PREFIX = "DeviceTaintRule.resource.k8s.io/"
+# Upstream evicting at most this much later than draco would still takes the pod: the
+# two controllers learn of a taint through separate watches, and a DELETE that loses
+# the race is a second eviction of the same pod.
+DEFER_WINDOW = timedelta(seconds=2)
+
+
+@dataclass(frozen=True, slots=True)
+class Ownership:
+    """For which taint sources upstream's eviction controller evicts (draco defers)."""
+
+    slice_taints: bool = False
+    upstream_rules: bool = False
+
+    def upstream_evicts(self, source: str) -> bool:
+        if source.startswith(SLICE_PREFIX):
+            return self.slice_taints
+        if source.startswith(UPSTREAM_RULE_PREFIX):
+            return self.upstream_rules
+        return False
+
+
+DRACO_ALONE = Ownership()  # draco evicts for every taint source
+UPSTREAM = Ownership(slice_taints=True, upstream_rules=True)
+SLICE_TAINT_MODES = ("auto", "draco", "upstream")
+
+
+def ownership_for(mode: str, upstream_evicts: bool) -> Ownership:
+    """`--slice-taints`: `auto` leaves slice taints (and upstream's own rules) to upstream
+    where its controller runs by default (`upstream_evicts`, from discovery); `draco`
+    is for clusters whose administrators turned upstream's controller off, so draco
+    evicts for upstream's rules too; `upstream` defers whatever discovery says."""
+    if mode not in SLICE_TAINT_MODES:
+        raise ValueError(f"unknown --slice-taints mode {mode!r}; choose from {', '.join(SLICE_TAINT_MODES)}")
+    if mode == "upstream" or (mode == "auto" and upstream_evicts):
+        return UPSTREAM
+    return DRACO_ALONE
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimEviction:
     when: datetime
     reasons: frozenset[str]  # taint sources: "DeviceTaintRule/<name>", "ResourceSlice/<name>"
+    upstream_when: datetime | None = None  # earliest eviction by upstream's controller
 
     @property
     def rules(self) -> frozenset[str]:
@@ -47,10 +95,21 @@ class PodEviction:
     when: datetime
     reasons: frozenset[str]
     claims: tuple[NamespacedName, ...]
+    upstream_when: datetime | None = None
 
     @property
     def rules(self) -> frozenset[str]:
         return frozenset(r.removeprefix(RULE_PREFIX) for r in self.reasons if r.startswith(RULE_PREFIX))
+
+    @property
+    def deferred(self) -> bool:
+        """Upstream's controller evicts this pod (first, or close enough): draco does not."""
+        return self.deferred_at(self.when)
+
+    def deferred_at(self, now: datetime) -> bool:
+        """As `deferred`, deciding at `now`: a pod that upstream's controller evicts by
+        then (both overdue after a restart, say) is upstream's too, whoever was first."""
+        return self.upstream_when is not None and self.upstream_when <= max(self.when, now) + DEFER_WINDOW
 
 
 @dataclass
@@ -83,8 +142,14 @@ def _taints(tracker: Tracker, claim: ResourceClaim, simulate: str | None) -> Ite
             yield index, taint
 
 
-def claim_eviction(tracker: Tracker, claim: ResourceClaim,
-                   simulate: str | None = None) -> ClaimEviction | None:
+def _earliest(a: datetime | None, b: datetime | None) -> datetime | None:
+    if a is None:
+        return b
+    return a if b is None or a <= b else b
+
+
+def claim_eviction(tracker: Tracker, claim: ResourceClaim, simulate: str | None = None,
+                   ownership: Ownership = DRACO_ALONE) -> ClaimEviction | None:
     """The claim's eviction, None if no NoExecute taint on its devices evicts.
 
     Raises ModelError when the claim's tolerations annotation is malformed: the caller
@@ -93,6 +158,7 @@ def claim_eviction(tracker: Tracker, claim: ResourceClaim,
     if claim.allocation is None:
         return None
     when: datetime | None = None
+    upstream_when: datetime | None = None
     reasons: set[str] = set()
     tolerations_by_result: dict[int, tuple[DeviceToleration, ...]] = {}
     for index, taint in _taints(tracker, claim, simulate):
@@ -105,19 +171,22 @@ def claim_eviction(tracker: Tracker, claim: ResourceClaim,
             continue
         reasons.add(taint.source)
         when = t if when is None or t < when else when
-    return None if when is None else ClaimEviction(when, frozenset(reasons))
+        if ownership.upstream_evicts(taint.source):
+            upstream_when = _earliest(upstream_when, t)
+    return None if when is None else ClaimEviction(when, frozenset(reasons), upstream_when)
 
 
 def safe_claim_eviction(tracker: Tracker, claim: ResourceClaim, simulate: str | None,
-                         errors: list[ModelError]) -> ClaimEviction | None:
+                         errors: list[ModelError],
+                         ownership: Ownership = DRACO_ALONE) -> ClaimEviction | None:
     try:
-        return claim_eviction(tracker, claim, simulate)
+        return claim_eviction(tracker, claim, simulate, ownership)
     except ModelError as err:
         errors.append(err)
         stripped = ResourceClaim(meta=_without_annotation(claim), requests=claim.requests,
                                  constraints=claim.constraints, config=claim.config,
                                  allocation=claim.allocation, reserved_for=claim.reserved_for)
-        return claim_eviction(tracker, stripped, simulate)
+        return claim_eviction(tracker, stripped, simulate, ownership)
 
 
 def _without_annotation(claim: ResourceClaim) -> ObjectMeta:
@@ -139,12 +208,13 @@ def evictable(pod: Pod) -> bool:
 
 
 def plan(tracker: Tracker, simulate: str | None = None,
-         claims: Mapping[NamespacedName, ClaimEviction] | None = None) -> EvictionPlan:
+         claims: Mapping[NamespacedName, ClaimEviction] | None = None,
+         ownership: Ownership = DRACO_ALONE) -> EvictionPlan:
     """Pods to evict now or later. `simulate` names a rule whose effect counts as NoExecute."""
     result = EvictionPlan()
     if claims is None:
         for claim in tracker.claims():
-            ev = safe_claim_eviction(tracker, claim, simulate, result.errors)
+            ev = safe_claim_eviction(tracker, claim, simulate, result.errors, ownership)
             if ev is not None:
                 result.claims[claim.meta.key] = ev
     else:
@@ -159,11 +229,12 @@ def plan(tracker: Tracker, simulate: str | None = None,
                 continue
             prev = result.pods.get(pod_key)
             if prev is None:
-                result.pods[pod_key] = PodEviction(pod_key, pod.meta.uid, ev.when, ev.reasons, (key,))
+                result.pods[pod_key] = PodEviction(pod_key, pod.meta.uid, ev.when, ev.reasons, (key,),
+                                                   ev.upstream_when)
             else:
                 result.pods[pod_key] = PodEviction(
                     pod_key, pod.meta.uid, min(prev.when, ev.when), prev.reasons | ev.reasons,
-                    tuple(sorted({*prev.claims, key})))
+                    tuple(sorted({*prev.claims, key})), _earliest(prev.upstream_when, ev.upstream_when))
     return result
 
 
@@ -178,6 +249,7 @@ def pod_eviction(tracker: Tracker, key: NamespacedName,
     if pod is None or not evictable(pod):
         return None
     when: datetime | None = None
+    upstream_when: datetime | None = None
     reasons: set[str] = set()
     used: list[NamespacedName] = []
     for claim_key in dict.fromkeys(pod.claim_keys()):
@@ -188,8 +260,9 @@ def pod_eviction(tracker: Tracker, key: NamespacedName,
         if owner is None or not is_user(pod, owner):
             continue
         when = ev.when if when is None or ev.when < when else when
+        upstream_when = _earliest(upstream_when, ev.upstream_when)
         reasons |= ev.reasons
         used.append(claim_key)
     if when is None:
         return None
-    return PodEviction(key, pod.meta.uid, when, frozenset(reasons), tuple(sorted(used)))
+    return PodEviction(key, pod.meta.uid, when, frozenset(reasons), tuple(sorted(used)), upstream_when)

@@ -28,8 +28,10 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 
 from operators.eviction.decisions import (
+    DRACO_ALONE,
     ClaimEviction,
     EvictionPlan,
+    Ownership,
     PodEviction,
     plan,
     pod_eviction,
@@ -72,8 +74,9 @@ def _rules_of(tracker: Tracker) -> Mapping[str, DeviceTaintRule]:
 
 
 class EvictionIndex:
-    def __init__(self) -> None:
+    def __init__(self, ownership: Ownership = DRACO_ALONE) -> None:
         self.stats = IndexStats()
+        self.ownership = ownership  # changing it needs a rebuild
         self._reset()
 
     def _reset(self) -> None:
@@ -187,12 +190,12 @@ class EvictionIndex:
                 continue
             self.stats.claims_evaluated += 1
             try:
-                ev = safe_claim_eviction(tracker, claim, rule.name, [])
+                ev = safe_claim_eviction(tracker, claim, rule.name, [], self.ownership)
             except Exception:  # noqa: BLE001 - reported by the real evaluation; skipped here
                 continue
             if ev is not None:
                 evictions[key] = ev
-        pending = plan(tracker, claims=evictions).pending_for_rule(rule.name)
+        pending = plan(tracker, claims=evictions, ownership=self.ownership).pending_for_rule(rule.name)
         real = self.counts(rule.name)
         return RuleCounts(real.affected_devices, real.allocated_devices, len(pending),
                           len({p.pod.namespace for p in pending}))
@@ -249,7 +252,7 @@ class EvictionIndex:
         if claim is not None:
             errors: list[ModelError] = []
             try:
-                ev = safe_claim_eviction(tracker, claim, None, errors)
+                ev = safe_claim_eviction(tracker, claim, None, errors, self.ownership)
             except Exception as exc:  # noqa: BLE001 - one bad claim is skipped, not the plan
                 failure = Failure(ref, exc)
                 self.failures[ref] = failure

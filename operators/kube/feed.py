@@ -18,14 +18,18 @@ from operators.tracker import Tracker
 
 log = structlog.get_logger("draco.feed")
 
-# kind -> (group, version, plural)
+# kind -> (group, version, plural); an empty version watches the group's preferred one
 WATCHED: dict[str, tuple[str, str, str]] = {
     "ResourceSlice": ("resource.k8s.io", "v1", "resourceslices"),
     "DeviceClass": ("resource.k8s.io", "v1", "deviceclasses"),
     "ResourceClaim": ("resource.k8s.io", "v1", "resourceclaims"),
     "Pod": ("", "v1", "pods"),
     "DeviceTaintRule": ("resource.draco.dev", "v1alpha1", "devicetaintrules"),
+    # upstream's own rule (v1 from 1.37, v1beta2/v1alpha3 behind gates before): watched
+    # where served; bodies keep kind DeviceTaintRule and are told apart by apiVersion
+    "DeviceTaintRule.resource.k8s.io": ("resource.k8s.io", "", "devicetaintrules"),
 }
+UPSTREAM_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
 
 
 FeedHandler = Callable[..., Coroutine[Any, Any, None]]
@@ -56,7 +60,8 @@ def feed_handler(tracker: Tracker, kind: str, seen: dict[str, set[tuple[str, str
         if gate is not None:
             gate.observe(kind, body)
 
-    feed.__name__ = f"feed_{WATCHED[kind][2]}"
+    group, _, plural = WATCHED[kind]
+    feed.__name__ = f"feed_{plural}" + ("_k8s" if kind.endswith(".resource.k8s.io") else "")
     return feed
 
 
@@ -66,7 +71,7 @@ def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iter
     seen: dict[str, set[tuple[str, str]]] = {}
     for kind in kinds:
         group, version, plural = WATCHED[kind]
-        kopf.on.event(group=group, version=version, plural=plural, registry=registry)(
+        kopf.on.event(group=group, version=version or None, plural=plural, registry=registry)(
             feed_handler(tracker, kind, seen, gate))
     return seen
 
@@ -101,11 +106,20 @@ class SyncGate:
     async def prime(self, kinds: Iterable[str], client: Any, seen: Mapping[str, set[tuple[str, str]]]) -> None:
         for kind in kinds:
             group, version, plural = WATCHED[kind]
-            prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
             # A list that fails (no credentials, a garbled answer) leaves that kind
             # unawaited: the controllers start late rather than never.
             with guarded("feed", "initial-sync", kind=kind):
-                resp = await client.get(f"{prefix}/{plural}")
+                if version:
+                    prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+                    resp = await client.get(f"{prefix}/{plural}")
+                else:  # a kind the server may not serve at all (upstream's rule before 1.37):
+                    # listed, not looked up, so missing RBAC shows as a 403 where it matters
+                    for candidate in UPSTREAM_RULE_VERSIONS:
+                        resp = await client.get(f"/apis/{group}/{candidate}/{plural}")
+                        if resp.status != 404:
+                            break
+                    if resp.status == 404:
+                        continue  # not served: nothing to wait for
                 if not resp.ok:
                     log.warning("cannot list for the initial sync", kind=kind, status=resp.status)
                     continue

@@ -13,6 +13,7 @@ Two levels:
   after a backoff. `is_alive()` is False while any registered loop is not running (not
   started yet, crashed and waiting to restart, or finished), which is what readiness
   probes and `draco run` report. A loop stopped on purpose (`stop`) is deregistered.
+  `readiness(controllers)` adds that each named controller has a loop at all.
 
 Cancellation (`asyncio.CancelledError`, a `BaseException`) is never swallowed.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -147,6 +148,20 @@ class Supervisor:
     def is_alive(self) -> bool:
         """True when every registered loop is running right now."""
         return all(s.running and s.task is not None and not s.task.done() for s in self.loops.values())
+
+    def readiness(self, controllers: Iterable[str]) -> tuple[bool, str]:
+        """Whether every named controller has a loop and every loop runs, with the
+        reason when not (what `draco run`'s /readyz reports). Having no loop for a
+        controller is not ready: `is_alive()` alone is vacuously true before startup."""
+        names = {s.controller for s in self.loops.values()}
+        missing = sorted(set(controllers) - names)
+        if missing:
+            return False, f"not started: {', '.join(missing)}"
+        down = [f"{s['loop']} (restarts {s['restarts']}{'; ' + s['lastError'] if s['lastError'] else ''})"
+                for s in self.status() if not s["running"]]
+        if down:
+            return False, f"not running: {', '.join(sorted(down))}"
+        return True, ""
 
     def status(self) -> list[dict[str, Any]]:
         """Per loop: name, controller, running, restarts, last error (for probes and logs)."""

@@ -8,6 +8,13 @@ another rule's taint with the same key.
 The CRD cannot default `spec.taint.timeAdded` as upstream's apiserver does, so until
 draco's controller has written it, a rule's taint counts from the rule's
 creationTimestamp.
+
+Upstream's own DeviceTaintRule (`resource.k8s.io`, GA in 1.37) has the same kind name
+and fields. Both arrive as kind `DeviceTaintRule` and are told apart by apiVersion:
+`TaintRuleOverlay` keeps draco's (`resource.draco.dev`, or no apiVersion at all) and
+`UpstreamTaintRuleOverlay` keeps upstream's, whose taints carry the source
+`DeviceTaintRule.resource.k8s.io/<name>` so that nobody mistakes them for draco's rules
+(draco never writes their status; upstream's controller does).
 """
 
 from __future__ import annotations
@@ -24,6 +31,21 @@ from operators.model.objects import register_parser
 from operators.tracker.overlay import DeviceContribution, EventType, OverlayBase
 
 KIND = "DeviceTaintRule"
+UPSTREAM_GROUP = "resource.k8s.io"
+UPSTREAM_KIND = f"{KIND}.{UPSTREAM_GROUP}"  # also the feed's name for upstream's rules
+UPSTREAM_PREFIX = f"{UPSTREAM_KIND}/"
+
+
+def is_upstream(obj: Any) -> bool:
+    """Whether a DeviceTaintRule (dict or parsed) is upstream's built-in one."""
+    if isinstance(obj, DeviceTaintRule):
+        return obj.origin == UPSTREAM_KIND
+    if not isinstance(obj, Mapping):
+        return False
+    if obj.get("kind") == UPSTREAM_KIND:
+        return True
+    api_version = obj.get("apiVersion")
+    return isinstance(api_version, str) and api_version.partition("/")[0] == UPSTREAM_GROUP
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +77,7 @@ class DeviceTaintRule:
     effect: str
     time_added: datetime | None
     conditions: tuple[Mapping[str, Any], ...] = ()
+    origin: str = KIND  # UPSTREAM_KIND for upstream's built-in rules
 
     @property
     def name(self) -> str:
@@ -67,7 +90,7 @@ class DeviceTaintRule:
 
     @property
     def source(self) -> str:
-        return f"{KIND}/{self.meta.name}"
+        return f"{self.origin}/{self.meta.name}"
 
     def taint(self) -> DeviceTaint:
         return DeviceTaint(key=self.key, value=self.value, effect=self.effect,
@@ -111,15 +134,17 @@ def parse_device_taint_rule(d: Mapping[str, Any]) -> DeviceTaintRule:
         conditions = tuple(c for c in (status or {}).get("conditions") or [] if isinstance(c, Mapping))
     except FieldError as e:
         raise e.to_model_error(ref) from None
-    return DeviceTaintRule(meta, selector, key, value, effect, time_added, conditions)
+    return DeviceTaintRule(meta, selector, key, value, effect, time_added, conditions,
+                           UPSTREAM_KIND if is_upstream(d) else KIND)
 
 
 register_parser(KIND, parse_device_taint_rule)
 
 
-class TaintRuleOverlay(OverlayBase):
-    name = "taint-rules"
-    kinds = frozenset({KIND})
+class _RuleOverlay(OverlayBase):
+    """Rules of one origin: objects of the other origin are not this overlay's business."""
+
+    upstream = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -132,6 +157,8 @@ class TaintRuleOverlay(OverlayBase):
             name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
         else:
             name = obj.name
+        if is_upstream(obj) != self.upstream:
+            return ()
         old = self.rules.get(name)
         if event_type == "DELETED":
             self.rules.pop(name, None)
@@ -169,3 +196,29 @@ class TaintRuleOverlay(OverlayBase):
         if self.tracker is None:
             return []
         return [d for d in self.tracker.device_ids() if rule.matches(d)]
+
+
+class TaintRuleOverlay(_RuleOverlay):
+    """draco's own rules (`resource.draco.dev`), whose status draco's controller writes."""
+
+    name = "taint-rules"
+    kinds = frozenset({KIND})
+
+
+class UpstreamTaintRuleOverlay(_RuleOverlay):
+    """Upstream's built-in rules (`resource.k8s.io`): a taint source like draco's own,
+    read only. Composed after draco's rules, so a device lists draco's taints first."""
+
+    name = "upstream-taint-rules"
+    kinds = frozenset({KIND, UPSTREAM_KIND})
+    upstream = True
+
+
+def ensure_upstream_overlay(tracker: Any) -> UpstreamTaintRuleOverlay:
+    """The tracker's upstream-rule overlay, registered if it is not there yet."""
+    for overlay in tracker.overlays:
+        if isinstance(overlay, UpstreamTaintRuleOverlay):
+            return overlay
+    overlay = UpstreamTaintRuleOverlay()
+    tracker.register_overlay(overlay)
+    return overlay

@@ -252,3 +252,18 @@ def test_bad_usage_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], a
 def test_unreadable_input_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["allocate", "--from", str(tmp_path / "missing.yaml")]) == 1
     assert "missing.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("api_version", [
+    "resource.k8s.io/v1",           # upstream's own rule (1.37+): a taint source too
+    "resource.draco.dev/v1alpha1",  # draco's rule
+])
+def test_rules_of_both_groups_keep_devices_away(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], api_version: str) -> None:
+    rule = {"apiVersion": api_version, "kind": "DeviceTaintRule", "metadata": {"name": "drain-1"},
+            "spec": {"deviceSelector": {"pool": "node-1"},
+                     "taint": {"key": "example.com/drain", "effect": "NoSchedule"}}}
+    f = write(tmp_path, [*TWO_NODES, rule, rclaim("a")])
+    doc = run_json(capsys, "--from", f, "--claim", "default/a")
+    assert doc["claims"]["default/a"]["node"] == "node-2"
+    assert devices_of(doc["claims"]["default/a"]) == ["gpu=node-2/gpu-0"]

@@ -36,6 +36,8 @@ CLUSTER_SCOPED = (
     "/apis/resource.k8s.io/v1/resourceslices",
     "/apis/resource.k8s.io/v1/deviceclasses",
 )
+# Cluster-scoped kinds of upstream's that only some versions serve (cleaned where served).
+UPSTREAM = ("/apis/resource.k8s.io/v1/devicetaintrules",)
 
 
 def reuse_variable(k8s: str) -> str:
@@ -87,6 +89,20 @@ class RealCluster:
              "--for=condition=Established", "crd", "--all", "--timeout=60s"],
             capture_output=True, text=True, timeout=90, check=True)
         return self
+
+    def served(self, paths: tuple[str, ...]) -> list[str]:
+        """Those of the collections PATHS this server serves (upstream's DeviceTaintRule
+        exists from 1.37 only)."""
+        out = []
+        for path in paths:
+            req = urllib.request.Request(self.url + path + "?limit=1", headers={"Accept": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=30, context=self.ssl):
+                    out.append(path)
+            except urllib.error.HTTPError as err:
+                if err.code != 404:
+                    raise
+        return out
 
     def stop(self) -> None:
         if self.owned:
@@ -221,7 +237,7 @@ class RealBackend(Backend):
     def cleanup(self) -> None:
         ns = f"/api/v1/namespaces/{self.ns}"
         pods, claims = f"{ns}/pods", f"/apis/resource.k8s.io/v1/namespaces/{self.ns}/resourceclaims"
-        for path in (f"{pods}?gracePeriodSeconds=0", claims, *CLUSTER_SCOPED):
+        for path in (f"{pods}?gracePeriodSeconds=0", claims, *CLUSTER_SCOPED, *self.cluster.served(UPSTREAM)):
             code, body = self.request("DELETE", path)
             assert code == 200, f"cleanup: DELETE {path} answered {code}: {body}"
         wait_for(lambda: not self.get(pods)["items"] and not self.get(claims)["items"],  # type: ignore[index]

@@ -1,0 +1,116 @@
+{{/*
+Least-privilege rules of each controller, read off its code (operators/<controller>/):
+what its watches list and watch, and exactly the writes it makes. kopf runs draco's
+controllers with low-level event handlers only, so it patches nothing of its own.
+*/}}
+
+{{/* kopf, under every controller, watches CRDs to notice resources appearing later
+(draco's own CRDs installed after draco, say); refused, it logs and retries the listing. */}}
+{{- define "draco.rules.kopf" -}}
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+{{- end -}}
+
+{{- define "draco.rules.eviction" -}}
+# Watches feeding the tracker: devices, claims, pods and taint rules (draco's and upstream's).
+- apiGroups: [resource.k8s.io]
+  resources: [resourceslices]
+  # create: only as a server-side dry run (dryRun=All, nothing is stored) that finds out
+  # whether the API server keeps device taints, i.e. whether upstream evicts for them.
+  verbs: [list, watch, create]
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaims]
+  verbs: [list, watch]
+- apiGroups: [resource.k8s.io]
+  resources: [devicetaintrules]
+  verbs: [list, watch]  # upstream's own rule, where served (1.37, or beta gates)
+- apiGroups: [resource.draco.dev]
+  resources: [devicetaintrules]
+  verbs: [list, watch, patch]  # patch: stamps spec.taint.timeAdded
+- apiGroups: [resource.draco.dev]
+  resources: [devicetaintrules/status]
+  verbs: [patch]  # the EvictionInProgress condition
+- apiGroups: [""]
+  {{- if .Values.controllers.eviction.useEvictionAPI }}
+  resources: [pods]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [pods/eviction]
+  verbs: [create]  # policy/v1 Eviction, honouring PodDisruptionBudgets
+  {{- else }}
+  resources: [pods]
+  verbs: [list, watch, delete]  # delete: the eviction itself
+  {{- end }}
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]  # the DisruptionTarget condition before the eviction
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]  # in the evicted pods' namespaces, and in "default" about rules
+{{- end -}}
+
+{{- define "draco.rules.patches" -}}
+- apiGroups: [resource.k8s.io]
+  resources: [resourceslices, deviceclasses]
+  verbs: [list, watch]
+- apiGroups: [resource.draco.dev]
+  resources: [resourceslicepatches]
+  verbs: [list, watch]
+- apiGroups: [resource.draco.dev]
+  resources: [resourceslicepatches/status]
+  verbs: [patch]  # what each patch touches, its CEL errors
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]  # about patches, in "default"
+{{- end -}}
+
+{{- define "draco.rules.allocator" -}}
+- apiGroups: [resource.k8s.io]
+  resources: [resourceslices, deviceclasses]
+  verbs: [list, watch]
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaims]
+  verbs: [list, watch, get, update, patch]  # update/patch: the delete-protection finalizer
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaims/status]
+  verbs: [update, patch]  # allocation and reservedFor, as kube-scheduler's PreBind writes them
+- apiGroups: [resource.k8s.io]
+  resources: [devicetaintrules]
+  verbs: [list, watch]  # upstream's own rule, where served
+- apiGroups: [resource.draco.dev]
+  resources: [devicetaintrules]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]  # the DracoAllocation condition
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]  # which nodes reach which devices
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]  # in the pods' namespaces
+{{- end -}}
+
+{{- define "draco.rules.narrowing" -}}
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaims]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [pods]
+  # patch (fast path) or get + update (on a conflict): affinity narrowed and gate removed
+  # in one write
+  verbs: [list, watch, get, update, patch]
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]  # the DracoNarrowing condition
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch, get]  # node taints and cordons; the chosen node's labels
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]  # in the pods' namespaces
+{{- end -}}

@@ -1,0 +1,467 @@
+"""The allocator controller's loop: claims of pods gated by draco, allocated and reserved.
+
+Decisions come from `pod_claims` (tracker), `nodes.place` (pure allocation, node choice
+and scoring over draco's device view); this class schedules the writes. Once every
+claim of a pod is allocated and reserved for it, the narrowing controller narrows the
+pod to the chosen node and removes the gate; nothing here touches the pod's spec.
+
+Per gated pod: its unallocated claims are allocated together on one node, among the
+nodes the pod may use (its nodeSelector and required node affinity) and that every
+claim already allocated accepts; claims allocated already are reserved for the pod.
+Each claim is written as kube-scheduler writes it (`claim_writer`). Decisions run one
+at a time in the loop; the writes run beside it (`workers` at once).
+
+Never one device for two claims: the devices of a decision are held (`holds`) from the
+moment it is made until the tracker shows the claim allocated, the write fails, or a
+written hold is still unconfirmed after `hold_ttl` seconds. A write that finds the
+claim changed under it (replaced, allocated elsewhere, a device taken) drops its holds
+and the pod is decided again from the tracker.
+
+When a pod cannot be served: a Warning Event and the pod condition `DracoAllocation`
+(False; reason `Unschedulable`, `AllocationError` for what upstream reports as an
+error — CEL runtime errors, a missing DeviceClass, `All` over an incomplete pool —, or
+`TooComplex` when the search ran out of its `budget` seconds), with the explain
+summary. Reported once per reason; a changed message is reported again at most every
+`report_interval` seconds. The pod is decided again when the device view changes
+(slices, classes, claims' allocations, DeviceTaintRules, ResourceSlicePatches, nodes),
+never by polling. Once allocated after such a report the condition turns True.
+
+Pods deleted before ungating: their claims keep the allocation and the reservation
+draco wrote. kube-controller-manager's resource-claim controller (1.34, pinned in
+tests/e2e/test_allocator_e2e.py) drops reservedFor entries of pods that no longer
+exist and, when none is left, clears the allocation and the delete-protection
+finalizer, exactly as for claims kube-scheduler allocated; draco does not duplicate
+that. The embedded API server runs no such controller: there the claim stays
+allocated until someone deallocates it.
+
+Supervised like the other loops: each step about one pod is guarded, a failed write is
+retried after `retry_after` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from prometheus_client import Counter
+
+from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker
+from operators.allocator.claim_writer import WriteResult, pod_reference, write_claim
+from operators.allocator.holds import DEFAULT_TTL, Holds, InUse
+from operators.allocator.inventory import NodeInfo, inventory_from_tracker
+from operators.allocator.nodes import NodeIndex, Placement, place
+from operators.allocator.pod_claims import (
+    GATE,
+    Blocked,
+    Done,
+    NotOurs,
+    Waiting,
+    Work,
+    node_fits,
+    pod_work,
+)
+from operators.kube.client import KubeClient
+from operators.kube.conditions import rfc3339
+from operators.kube.events import EventRecorder
+from operators.kube.shell import PassLoop
+from operators.kube.supervision import guarded
+from operators.model import DeviceClass, DeviceID, NamespacedName
+from operators.tracker import Change, Tracker
+
+log = structlog.get_logger("draco.allocator")
+
+CONDITION = "DracoAllocation"
+REASONS = {"unsatisfiable": "Unschedulable", "error": "AllocationError", "too-complex": "TooComplex"}
+UNSCHEDULABLE = "Unschedulable"
+IDLE = 60.0
+
+OUTCOMES = Counter("draco_allocator_pods_total",
+                   "Gated pods the allocator decided, by outcome.", ["outcome"])
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class AllocatorSettings:
+    workers: int = 32  # concurrent pod writes (each 3 sequential requests)
+    budget: float = DEFAULT_BUDGET_S  # seconds one pod's allocation may search
+    retry_after: float = 5.0
+    report_interval: float = 60.0
+    hold_ttl: float = DEFAULT_TTL
+    gate: str = GATE
+
+
+@dataclass
+class _Reported:
+    uid: str
+    reason: str
+    message: str
+    since: str
+    at: float
+
+
+class AllocatorController(PassLoop):
+    name = "allocator"
+
+    def __init__(self, tracker: Tracker, client: KubeClient, settings: AllocatorSettings | None = None,
+                 *, clock: Callable[[], datetime] = _utcnow,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.tracker = tracker
+        self.client = client
+        self.settings = settings or AllocatorSettings()
+        self.clock = clock
+        self.monotonic = monotonic
+        self.events = EventRecorder(client, "draco-allocator")
+        self.sem = asyncio.Semaphore(self.settings.workers)
+        self.holds = Holds(self.settings.hold_ttl)
+        self.pending: set[NamespacedName] = set()
+        self.in_flight: set[NamespacedName] = set()
+        self.again: set[NamespacedName] = set()
+        self.unsatisfied: dict[NamespacedName, str] = {}  # waiting for the device view to change
+        self.retry_at: dict[NamespacedName, float] = {}
+        self.stale: set[NamespacedName] = set()  # the last write found its claim changed
+        self.reported: dict[NamespacedName, _Reported] = {}
+        self.nodes: dict[str, dict[str, str]] = {}
+        self.nodes_listed = False
+        self._index: NodeIndex | None = None
+        self._classes: dict[str, DeviceClass] = {}
+        self._taken: set[DeviceID] | None = None  # devices the tracker counts as taken
+        self.allocated_total = 0
+        self.decisions = 0  # allocations searched (tests assert work per event with it)
+        self.passes = 0
+        self._rescan = True
+        self._init_loop()
+
+    def resync(self) -> None:
+        self._rescan = True
+        self._index = None
+        self._taken = None
+
+    # -- what wakes the loop
+
+    def _on_change(self, change: Change) -> None:
+        for key in change.claims:
+            self.holds.settle(key, self.tracker.claim(key))
+            self.pending.update(self.tracker.pods_of_claim(key))
+        self.pending |= change.pods
+        if change.devices or change.pools or change.slices or change.device_classes or change.objects:
+            self._index = None
+            self._view_changed()
+        freed = False
+        for d in change.allocations:
+            taken = self.tracker.is_allocated(d)
+            freed = freed or not taken
+            if self._taken is not None:
+                if taken:
+                    self._taken.add(d)
+                else:
+                    self._taken.discard(d)
+        if freed:
+            self._view_changed()  # taking a device helps no waiting pod; freeing one may
+        self.wake.set()
+
+    def _view_changed(self) -> None:
+        self.pending.update(self.unsatisfied)
+
+    def node_event(self, etype: str, body: Mapping[str, Any]) -> None:
+        """A Node watch event: where devices can be used changed."""
+        meta = body.get("metadata") or {}
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            return
+        if etype == "DELETED":
+            changed = self.nodes.pop(name, None) is not None
+        else:
+            labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+            changed = self.nodes.get(name) != labels
+            self.nodes[name] = labels
+        if changed:
+            self._index = None
+            self._view_changed()
+            self.wake.set()
+
+    async def _list_nodes(self) -> None:
+        resp = await self.client.get("/api/v1/nodes")
+        if not resp.ok or not isinstance(resp.body, Mapping):
+            log.warning("cannot list nodes; allocating on the nodes the watch reports",
+                        status=resp.status)
+            return
+        for item in resp.body.get("items") or []:
+            meta = item.get("metadata") or {} if isinstance(item, Mapping) else {}
+            name = meta.get("name")
+            if isinstance(name, str) and name not in self.nodes:
+                self.nodes[name] = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        self.nodes_listed = True
+        self._index = None
+
+    # -- main loop
+
+    async def step(self) -> float:
+        self.passes += 1
+        if not self.nodes_listed:
+            await self._list_nodes()
+        now = self.monotonic()
+        expired = self.holds.expire(now)
+        if expired:
+            self._view_changed()
+            for ckey in expired:
+                self.pending.update(self.tracker.pods_of_claim(ckey))
+        keys: set[NamespacedName] = set()
+        if self._rescan:
+            self._rescan = False
+            keys = {p.key for p in self.tracker.pods() if p.has_gate(self.settings.gate)}
+        keys |= self.pending
+        self.pending = set()
+        keys |= {k for k, when in self.retry_at.items() if when <= now}
+        for key in sorted(keys, key=self._queue_order):
+            self._consider(key, now)
+        soonest = list(self.retry_at.values())
+        expiry = self.holds.next_expiry()
+        if expiry is not None:
+            soonest.append(expiry)
+        if not soonest:
+            return IDLE
+        return min(IDLE, max(min(soonest) - now, 0.05))
+
+    def _queue_order(self, key: NamespacedName) -> tuple[float, NamespacedName]:
+        """Older pods first, as kube-scheduler's queue orders pods of equal priority
+        (then by name, so that a pass is deterministic)."""
+        pod = self.tracker.pod(key)
+        created = pod.meta.creation_timestamp if pod is not None else None
+        return (created.timestamp() if created is not None else float("inf"), key)
+
+    def _consider(self, key: NamespacedName, now: float) -> None:
+        with guarded(self.name, "decide", kind="Pod", namespace=key.namespace, name=key.name):
+            work = pod_work(self.tracker, key, self.settings.gate)
+            if isinstance(work, NotOurs):
+                self._forget(key)
+                return
+            if key in self.in_flight:
+                self.again.add(key)
+                return
+            retry = self.retry_at.get(key)
+            if retry is not None and retry > now:
+                return
+            self.retry_at.pop(key, None)
+            if isinstance(work, Waiting):
+                return  # woken by the claim or pod update that ends the wait
+            if isinstance(work, Done):
+                self.unsatisfied.pop(key, None)
+                if self.reported.pop(key, None) is not None:
+                    self._background(self._condition(key, work.uid, "True", "Allocated",
+                                                     "claims allocated and reserved", None))
+                return
+            if isinstance(work, Blocked):
+                self.unsatisfied[key] = work.uid
+                OUTCOMES.labels(outcome=UNSCHEDULABLE).inc()
+                self._spawn(key, self._report(key, work.uid, UNSCHEDULABLE, work.message))
+                return
+            self._decide(key, work)
+
+    def _decide(self, key: NamespacedName, work: Work) -> None:
+        placement: Placement | None = None
+        if any(c.meta.key in self.holds for c in work.pending):
+            return  # written, not seen back yet: the watch event (or the hold's expiry) wakes it
+        if work.pending:
+            self.decisions += 1
+            placement = self._place(work)
+            if not placement.allocated:
+                outcome = placement.outcome
+                reason = REASONS.get(outcome.status, UNSCHEDULABLE)
+                OUTCOMES.labels(outcome=reason).inc()
+                self.unsatisfied[key] = work.uid
+                message = (f"{outcome.reason or outcome.status}; the scheduling gate "
+                           f"{self.settings.gate} stays, and draco tries again when devices, "
+                           "claims, device classes, nodes, taint rules or patches change")
+                self._spawn(key, self._report(key, work.uid, reason, message))
+                return
+            for i, claim in enumerate(work.pending):
+                devices = [r.id for r in placement.outcome.allocations[i].results if not r.admin_access]
+                self.holds.hold(claim.meta.key, claim.meta.uid, devices)
+        self.unsatisfied.pop(key, None)
+        self._spawn(key, self._write(key, work, placement))
+
+    def _place(self, work: Work) -> Placement:
+        index = self._node_index()
+        allowed = [n for n in index.nodes if node_fits(work.pod, n.name, dict(n.labels), work.allocated)]
+        view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
+        view.nodes = allowed
+        return place(list(work.pending), view, self._classes, self._current_in_use(),
+                     self.settings.budget)
+
+    def _node_index(self) -> NodeIndex:
+        if self._index is None:
+            nodes = [NodeInfo(name, labels) for name, labels in sorted(self.nodes.items())]
+            self._index = NodeIndex(inventory_from_tracker(self.tracker), nodes)
+            self._classes = {c.name: c for c in self.tracker.device_classes()}
+        return self._index
+
+    def _current_in_use(self) -> InUse:
+        if self._taken is None:
+            self._taken = set(in_use_from_tracker(self.tracker))
+        return InUse(self._taken, self.holds)
+
+    def _still_free(self, claim: NamespacedName, devices: Iterable[DeviceID]) -> bool:
+        """No other claim holds any of the devices in the tracker's view right now."""
+        return not any(a.claim != claim and not a.admin_access
+                       for d in devices for a in self.tracker.allocations(d))
+
+    def _forget(self, key: NamespacedName) -> None:
+        self.stale.discard(key)
+        self.unsatisfied.pop(key, None)
+        self.retry_at.pop(key, None)
+        self.reported.pop(key, None)
+
+    def _spawn(self, key: NamespacedName, coro: Coroutine[Any, Any, None]) -> None:
+        self.in_flight.add(key)
+
+        async def work() -> None:
+            try:
+                await coro
+            finally:
+                self.in_flight.discard(key)
+                if key in self.again:
+                    self.again.discard(key)
+                    self.pending.add(key)
+                    self.wake.set()
+
+        task = asyncio.create_task(work())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- the writes
+
+    async def _write(self, key: NamespacedName, work: Work, placement: Placement | None) -> None:
+        ns, name = key.namespace, key.name
+        ref = pod_reference(name, work.uid)
+        pending = list(work.pending)
+        with guarded(self.name, "write", kind="Pod", namespace=ns, name=name) as g:
+            async with self.sem:
+                for i, claim in enumerate(pending):
+                    assert placement is not None
+                    ckey = claim.meta.key
+                    devices = [r.id for r in placement.outcome.allocations[i].results]
+                    result = await write_claim(
+                        self.client, ckey, claim.meta.uid, ref, placement.outcome.allocation_api(i),
+                        owner=work.uid if claim.name in work.generated else None,
+                        still_free=lambda ckey=ckey, devices=devices: self._still_free(ckey, devices),  # type: ignore[misc]
+                        resource_version=claim.meta.resource_version)
+                    if not result.ok:
+                        self._abandon(key, [c.meta.key for c in pending[i:]], result, claim.name)
+                        return
+                    self.holds.written(ckey, self.monotonic())
+                for claim in work.reserve:
+                    result = await write_claim(self.client, claim.meta.key, claim.meta.uid, ref, None)
+                    if not result.ok:
+                        self._abandon(key, [], result, claim.name)
+                        return
+        if g.failed:
+            for claim in pending:
+                if self.holds.written_at(claim.meta.key) is None:
+                    self.holds.release(claim.meta.key)
+            self._retry(key)
+            return
+        self.stale.discard(key)
+        self.allocated_total += 1
+        OUTCOMES.labels(outcome="Allocated").inc()
+        self._allocated(key, work, placement)
+
+    def _abandon(self, key: NamespacedName, claims: list[NamespacedName], result: WriteResult,
+                 claim: str) -> None:
+        for ckey in claims:
+            self.holds.release(ckey)
+        log_fields = {"kind": "Pod", "namespace": key.namespace, "name": key.name, "claim": claim,
+                      "outcome": result.outcome, "why": result.message}
+        if result.outcome == "failed":
+            log.warning("cannot write the claim; retrying later", status=result.status,
+                        retry_after=self.settings.retry_after, **log_fields)
+            self._retry(key)
+        elif key in self.stale:
+            # Stale twice in a row: the tracker has not caught up, or the claim cannot be
+            # ours (not created for the pod). Not a hot loop: retried after retry_after.
+            log.warning("claim changed under the write again; retrying later", **log_fields)
+            self.stale.discard(key)
+            self._retry(key)
+            uid = self.tracker.pod(key).meta.uid if self.tracker.pod(key) is not None else ""
+            if uid and "not created for this pod" in result.message:
+                self._background(self._report(key, uid, UNSCHEDULABLE,
+                                              f"claim {claim}: {result.message}"))
+        else:
+            log.info("claim changed under the write; deciding again", **log_fields)
+            self.stale.add(key)
+            self.pending.add(key)
+            self.wake.set()
+
+    def _retry(self, key: NamespacedName) -> None:
+        self.retry_at[key] = self.monotonic() + self.settings.retry_after
+        self.wake.set()
+
+    def _allocated(self, key: NamespacedName, work: Work, placement: Placement | None) -> None:
+        ns, name = key.namespace, key.name
+        node = placement.node if placement is not None else None
+        claims = [c.name for c in work.pending]
+        reserved = [c.name for c in work.reserve]
+        log.info("claims allocated and reserved", kind="Pod", namespace=ns, name=name,
+                 allocated=claims, reserved=reserved, node=node)
+        parts = []
+        if claims and placement is not None:
+            devices = ", ".join(f"{r.pool}/{r.device}" for a in placement.outcome.allocations
+                                for r in a.results)
+            where = f"node {node}" if node else "devices reachable from every node"
+            parts.append(f"allocated {', '.join(claims)} on {where} ({devices})")
+        if reserved:
+            parts.append(f"reserved {', '.join(reserved)}")
+        involved = {"kind": "Pod", "apiVersion": "v1", "namespace": ns, "name": name, "uid": work.uid}
+        self._background(self.events.emit(involved, "Allocated", "; ".join(parts) + " for the pod"))
+        if self.reported.pop(key, None) is not None:
+            self._background(self._condition(key, work.uid, "True", "Allocated",
+                                             "claims allocated and reserved", None))
+
+    # -- reports
+
+    async def _report(self, key: NamespacedName, uid: str, reason: str, message: str) -> None:
+        """Warning Event and condition False: once per reason; a new message for the same
+        reason at most every `report_interval` seconds."""
+        old = self.reported.get(key)
+        now = self.monotonic()
+        if old is not None and old.uid == uid and old.reason == reason and (
+                old.message == message or now - old.at < self.settings.report_interval):
+            return
+        since = old.since if old is not None and old.uid == uid else rfc3339(self.clock())
+        self.reported[key] = _Reported(uid, reason, message, since, now)
+        log.warning("cannot allocate the pod's claims", kind="Pod", namespace=key.namespace,
+                    name=key.name, reason=reason, message=message)
+        involved = {"kind": "Pod", "apiVersion": "v1", "namespace": key.namespace, "name": key.name,
+                    "uid": uid}
+        await self.events.emit(involved, reason, message, "Warning")
+        await self._condition(key, uid, "False", reason, message, since)
+
+    async def _condition(self, key: NamespacedName, uid: str, status: str, reason: str, message: str,
+                         since: str | None) -> None:
+        """The DracoAllocation condition, merged by type through pods/status (the UID in the
+        patch is a precondition: a replaced pod is not touched)."""
+        cond = {"type": CONDITION, "status": status, "reason": reason, "message": message[:1024],
+                "lastTransitionTime": since or rfc3339(self.clock())}
+        with guarded(self.name, "condition", kind="Pod", namespace=key.namespace, name=key.name):
+            resp = await self.client.strategic_patch(
+                f"/api/v1/namespaces/{key.namespace}/pods/{key.name}/status",
+                {"metadata": {"uid": uid}, "status": {"conditions": [cond]}})
+            if not resp.ok and resp.status not in (404, 409):
+                log.warning("cannot write the pod condition", kind="Pod", namespace=key.namespace,
+                            name=key.name, status=resp.status)
+
+
+__all__ = ["CONDITION", "AllocatorController", "AllocatorSettings"]

@@ -1,0 +1,136 @@
+"""What a gated pod needs from the allocator, read from the tracker alone (no I/O).
+
+A pod is the allocator's while it carries draco's gate, is not bound, not being deleted
+and not finished. Its claims are those of `spec.resourceClaims`: a `resourceClaimName`,
+or the claim the resource-claim controller generated from a template, which the pod
+names in `status.resourceClaimStatuses` once it exists. Until every claim exists the
+pod waits, silently (as kube-scheduler does: generation usually takes milliseconds,
+and the narrowing controller reports pods that stay gated too long).
+
+Each existing claim is one of:
+- allocated and reserved for the pod: nothing to do;
+- allocated, not reserved for the pod: the pod is appended to `status.reservedFor`
+  (its allocation also constrains the node the other claims may use);
+- not allocated: allocated together with the pod's other unallocated claims.
+A claim being deleted, or allocated with `reservedFor` already full (256 entries,
+upstream's limit), makes the pod unschedulable, as upstream reports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from operators.model import NamespacedName, Pod, ResourceClaim
+from operators.tracker import Tracker
+
+GATE = "resource.draco.dev/allocation"
+RESERVED_FOR_MAX = 256  # resource.k8s.io/v1 ResourceClaimReservedForMaxSize
+
+
+@dataclass(frozen=True, slots=True)
+class NotOurs:
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    uid: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """Every claim allocated and reserved for the pod: the narrowing controller's turn."""
+
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    uid: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    uid: str
+    pod: Pod
+    pending: tuple[ResourceClaim, ...]  # to allocate (all together)
+    reserve: tuple[ResourceClaim, ...]  # allocated, to reserve for the pod
+    allocated: tuple[ResourceClaim, ...]  # allocated already (reserved or not)
+    generated: frozenset[str]  # names of the claims generated from templates
+
+
+PodWork = NotOurs | Waiting | Done | Blocked | Work
+
+
+def reserved_for_pod(claim: ResourceClaim, uid: str) -> bool:
+    return any(r.is_pod and r.uid == uid for r in claim.reserved_for)
+
+
+def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE) -> PodWork:
+    pod = tracker.pod(key)
+    if pod is None:
+        return NotOurs("gone")
+    if not pod.has_gate(gate):
+        return NotOurs("not gated")
+    if pod.node_name:
+        return NotOurs("bound")
+    if pod.meta.deleting:
+        return NotOurs("deleting")
+    if pod.terminal:
+        return NotOurs("finished")
+    uid = pod.meta.uid
+    pending: list[ResourceClaim] = []
+    reserve: list[ResourceClaim] = []
+    allocated: list[ResourceClaim] = []
+    generated: set[str] = set()
+    seen: set[str] = set()
+    for pc in pod.resource_claims:
+        name = pod.claim_name(pc)
+        if name is None:
+            return Waiting(uid, f"the claim for {pc.name!r} is not generated from template "
+                                f"{pc.resource_claim_template_name} yet")
+        if not pc.resource_claim_name:
+            generated.add(name)
+        if name in seen:
+            continue
+        seen.add(name)
+        claim = tracker.claim(NamespacedName(key.namespace, name))
+        if claim is None:
+            return Waiting(uid, f"claim {name} does not exist yet")
+        if claim.meta.deleting:
+            return Blocked(uid, f"claim {name} is being deleted")
+        if claim.allocation is None:
+            pending.append(claim)
+            continue
+        allocated.append(claim)
+        if reserved_for_pod(claim, uid):
+            continue
+        if len(claim.reserved_for) >= RESERVED_FOR_MAX:
+            return Blocked(uid, f"claim {name} is already reserved for {RESERVED_FOR_MAX} "
+                                "consumers, the most the API allows")
+        reserve.append(claim)
+    if not pending and not reserve:
+        return Done(uid)
+    return Work(uid, pod, tuple(pending), tuple(reserve), tuple(allocated), frozenset(generated))
+
+
+def node_fits(pod: Pod, name: str, labels: dict[str, str] | None,
+              allocated: tuple[ResourceClaim, ...]) -> bool:
+    """Whether the pod may run on the node: its nodeSelector and required node affinity,
+    and every existing allocation's node selector (what kube-scheduler checks too)."""
+    lab = labels or {}
+    if any(lab.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    if pod.required_node_affinity is not None and not pod.required_node_affinity.matches(name, lab):
+        return False
+    for claim in allocated:
+        sel = claim.allocation.node_selector if claim.allocation is not None else None
+        if sel is not None and not sel.matches(name, lab):
+            return False
+    return True
+
+
+__all__ = ["GATE", "RESERVED_FOR_MAX", "Blocked", "Done", "NotOurs", "PodWork", "Waiting", "Work",
+           "node_fits", "pod_work", "reserved_for_pod"]
