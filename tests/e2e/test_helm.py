@@ -97,7 +97,17 @@ def test_every_rendered_object_passes_a_server_side_dry_run(
 
 
 def test_plain_manifests_pass_a_server_side_dry_run(helm: Helm) -> None:
-    out = helm.kubectl("apply", "--dry-run=server", "-f", str(ROOT / "crds"), "-f", str(ROOT / "manifests")).stdout
+    # A dry run creates nothing, not even the file's own Namespace, which its namespaced
+    # objects need: make it for real first (a real `kubectl apply` creates it in order).
+    created = helm.get("namespace", "draco-system") is None
+    if created:
+        helm.kubectl("create", "namespace", "draco-system")
+    try:
+        out = helm.kubectl("apply", "--dry-run=server", "-f", str(ROOT / "crds"),
+                           "-f", str(ROOT / "manifests")).stdout
+    finally:
+        if created:
+            helm.kubectl("delete", "namespace", "draco-system", "--wait=false")
     assert "deployment.apps/draco created (server dry run)" in out
     assert "namespace/draco-system" in out
 
