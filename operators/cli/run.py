@@ -29,7 +29,7 @@ FEEDS = {
     "eviction": ("ResourceSlice", "ResourceClaim", "Pod", "DeviceTaintRule", "DeviceTaintRule.resource.k8s.io"),
     "patches": ("ResourceSlice", "DeviceClass"),
     "allocator": ("ResourceSlice", "DeviceClass", "ResourceClaim", "Pod", "DeviceTaintRule",
-                  "DeviceTaintRule.resource.k8s.io"),
+                  "DeviceTaintRule.resource.k8s.io", "ResourceSlicePatch"),
     "narrowing": ("ResourceClaim", "Pod"),
 }
 
@@ -173,6 +173,8 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
     feeds: list[str] = []
     for name in controllers:
         feeds += [k for k in FEEDS[name] if k not in feeds]
+    if "patches" in controllers:  # the reporter feeds its patches into the tracker itself
+        feeds = [k for k in feeds if k != "ResourceSlicePatch"]
     gate = gate if gate is not None else SyncGate()  # the caller's, when it reports readiness
     seen = register_feed(registry, tracker, feeds, gate)
 

@@ -25,6 +25,7 @@ WATCHED: dict[str, tuple[str, str, str]] = {
     "ResourceClaim": ("resource.k8s.io", "v1", "resourceclaims"),
     "Pod": ("", "v1", "pods"),
     "DeviceTaintRule": ("resource.draco.dev", "v1alpha1", "devicetaintrules"),
+    "ResourceSlicePatch": ("resource.draco.dev", "v1alpha1", "resourceslicepatches"),
     # upstream's own rule (v1 from 1.37, v1beta2/v1alpha3 behind gates before): watched
     # where served; bodies keep kind DeviceTaintRule and are told apart by apiVersion
     "DeviceTaintRule.resource.k8s.io": ("resource.k8s.io", "", "devicetaintrules"),

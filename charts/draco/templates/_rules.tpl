@@ -81,6 +81,9 @@ controllers with low-level event handlers only, so it patches nothing of its own
 - apiGroups: [resource.draco.dev]
   resources: [devicetaintrules]
   verbs: [list, watch]
+- apiGroups: [resource.draco.dev]
+  resources: [resourceslicepatches]
+  verbs: [list, watch]  # admin-set attributes count in the allocator's device view
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch]
