@@ -69,7 +69,7 @@ from operators.allocator.pod_claims import (
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.events import EventRecorder
-from operators.kube.shell import PassLoop
+from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, NamespacedName
 from operators.tracker import Change, Tracker
@@ -108,7 +108,7 @@ class _Reported:
     at: float
 
 
-class AllocatorController(PassLoop):
+class AllocatorController(KeyedPassLoop):
     name = "allocator"
 
     def __init__(self, tracker: Tracker, client: KubeClient, settings: AllocatorSettings | None = None,
@@ -319,23 +319,6 @@ class AllocatorController(PassLoop):
         self.unsatisfied.pop(key, None)
         self.retry_at.pop(key, None)
         self.reported.pop(key, None)
-
-    def _spawn(self, key: NamespacedName, coro: Coroutine[Any, Any, None]) -> None:
-        self.in_flight.add(key)
-
-        async def work() -> None:
-            try:
-                await coro
-            finally:
-                self.in_flight.discard(key)
-                if key in self.again:
-                    self.again.discard(key)
-                    self.pending.add(key)
-                    self.wake.set()
-
-        task = asyncio.create_task(work())
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
     def _background(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(coro)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 import kopf
@@ -113,3 +113,33 @@ class PassLoop:
                 self._unsubscribe = None
             for task in list(self.tasks):
                 task.cancel()
+
+
+class KeyedPassLoop(PassLoop):
+    """A PassLoop whose writes run beside it, one at a time per object key.
+
+    Subclasses keep `in_flight` (keys with a write running), `again` (keys that changed
+    while their write ran) and `pending` (keys the next pass looks at): a key that
+    changed mid-write is looked at again as soon as that write ends, never twice at once.
+    """
+
+    in_flight: set[Any]
+    again: set[Any]
+    pending: set[Any]
+
+    def _spawn(self, key: Any, coro: Coroutine[Any, Any, None]) -> None:
+        self.in_flight.add(key)
+
+        async def work() -> None:
+            try:
+                await coro
+            finally:
+                self.in_flight.discard(key)
+                if key in self.again:
+                    self.again.discard(key)
+                    self.pending.add(key)
+                    self.wake.set()
+
+        task = asyncio.create_task(work())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)

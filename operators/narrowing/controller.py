@@ -46,7 +46,7 @@ from operators.kube.client import KubeClient, Response
 from operators.kube.conditions import rfc3339
 from operators.kube.conflicts import read_modify_write
 from operators.kube.events import EventRecorder
-from operators.kube.shell import PassLoop
+from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
 from operators.model import NamespacedName, Pod
 from operators.model.fields import thaw
@@ -88,7 +88,7 @@ class _Reported:
     since: str
 
 
-class NarrowingController(PassLoop):
+class NarrowingController(KeyedPassLoop):
     name = "narrowing"
 
     def __init__(self, tracker: Tracker, client: KubeClient, settings: NarrowingSettings | None = None,
@@ -226,23 +226,6 @@ class NarrowingController(PassLoop):
                    f"{state.message}; the scheduling gate {self.settings.gate} stays until they "
                    "are allocated and reserved for the pod")
         self._spawn(key, self._report(key, state.uid, NOT_ALLOCATED, message))
-
-    def _spawn(self, key: NamespacedName, coro: Coroutine[Any, Any, None]) -> None:
-        self.in_flight.add(key)
-
-        async def work() -> None:
-            try:
-                await coro
-            finally:
-                self.in_flight.discard(key)
-                if key in self.again:
-                    self.again.discard(key)
-                    self.pending.add(key)
-                    self.wake.set()
-
-        task = asyncio.create_task(work())
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
     # -- the update
 
