@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from operators.apiserver.testing import EmbeddedCluster, Kubectl
+
+# An operator thread a test could not stop within its join timeout keeps logging; with
+# structlog's default (stdout) its lines would land in a later test's captured JSON
+# output. draco's logs belong on stderr anyway, as `draco run` configures them.
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
 
 
 @pytest.fixture
