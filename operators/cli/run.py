@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -122,38 +121,10 @@ def register(subparsers: Any) -> None:
 
 
 def configure_logging(fmt: str) -> None:
-    """structlog for draco's own lines, and the same renderer for every stdlib record
-    (kopf's, aiohttp's), so JSON mode is JSON on every line."""
-    json_logs = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
-    renderer: Any = (structlog.processors.JSONRenderer() if json_logs
-                     else structlog.dev.ConsoleRenderer(colors=False))
-    shared: list[Any] = [structlog.processors.add_log_level,
-                         structlog.processors.TimeStamper(fmt="iso")]
-    structlog.configure(processors=[*shared, renderer],
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder()],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, _plain_values, renderer]))
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    # kopf reports every low-level event handler at INFO; draco logs what it does itself.
-    logging.getLogger("kopf").setLevel(logging.WARNING)
-    # The kubernetes client's connection pool warns on every retry; draco reports the
-    # outcome itself, in one line.
-    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    """JSON lines for log collectors, key=value on a terminal (`auto`), on stderr."""
+    from operators.kube.logs import configure
 
-
-def _plain_values(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    """kopf attaches objects (its `k8s_ref` dicts, settings) to records: keep what JSON
-    can carry and make the rest strings, so no record breaks the renderer."""
-    for key, value in list(event.items()):
-        if not isinstance(value, str | int | float | bool | type(None) | dict | list):
-            event[key] = str(value)
-    return event
+    configure(fmt == "json" or (fmt == "auto" and not sys.stderr.isatty()), sys.stderr)
 
 
 def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[Any, Any, dict[str, Any]]:
