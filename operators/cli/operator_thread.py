@@ -36,7 +36,49 @@ class OperatorThread:
         self._ready.wait(5)
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop kopf gracefully; a thread still running after `timeout` is cancelled hard and
+        named in OperatorThreadHung, so a hang shows where it happens instead of a leftover
+        thread logging into whatever runs next."""
         if self.stop_flag is not None:
             self.loop.call_soon_threadsafe(self.stop_flag.set)
-        self._thread.join(15)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            return
+        running = self._running_tasks()
+        self.loop.call_soon_threadsafe(self._cancel_everything)
+        self._thread.join(5)
+        still = " (and it ignored cancellation)" if self._thread.is_alive() else ""
+        raise OperatorThreadHung(
+            f"the operator thread did not stop within {timeout:g} s of its stop flag{still}; "
+            f"tasks still running: {'; '.join(running) or 'none'}")
+
+    def _running_tasks(self) -> list[str]:
+        """Each unfinished task of the loop with where it waits, asked on the loop itself."""
+        import asyncio
+
+        async def describe() -> list[str]:
+            out = []
+            for task in asyncio.all_tasks():
+                if task is asyncio.current_task():
+                    continue
+                frames = task.get_stack(limit=1)
+                where = (f" at {frames[-1].f_code.co_filename}:{frames[-1].f_lineno}"
+                         f" in {frames[-1].f_code.co_name}") if frames else ""
+                out.append(f"{task.get_name()}{where}")
+            return sorted(out)
+
+        try:
+            return asyncio.run_coroutine_threadsafe(describe(), self.loop).result(2)
+        except Exception as error:  # the loop may be wedged; say so rather than hide the hang
+            return [f"(could not list them: {type(error).__name__})"]
+
+    def _cancel_everything(self) -> None:
+        import asyncio
+
+        for task in asyncio.all_tasks(self.loop):
+            task.cancel()
+
+
+class OperatorThreadHung(RuntimeError):
+    """The operator thread did not stop when asked."""
