@@ -201,6 +201,8 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
         settings.posting.enabled = False  # draco posts its own, deduplicated Events
         settings.watching.server_timeout = 300
         settings.persistence.finalizer = "resource.draco.dev/kopf-finalizer"
+        # Webhook only: pods are built in, so no CRD watch (nor the RBAC it would need).
+        settings.scanning.disabled = not controllers
 
     return registry, tracker, started
 

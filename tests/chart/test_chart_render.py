@@ -81,19 +81,33 @@ def test_default_render_is_a_hardened_two_replica_deployment() -> None:
 def test_every_draco_variable_the_chart_sets_is_a_flag_of_draco_run() -> None:
     """`draco run` ignores unknown DRACO_* variables, so a typo here would go unnoticed."""
     flags = run_flags()
+    deployments = 0
     for values in ((), ("-f", str(ALL_ENABLED))):
-        env = env_of(find(objects(template(*values)), "Deployment"))
-        names = {name for name in env if name.startswith("DRACO_")}
-        assert names
-        for name in names:
-            flag = "--" + name.removeprefix("DRACO_").lower().replace("_", "-")
-            assert flag in flags, f"{name}: `draco run` has no {flag}"
+        for dep in (o for o in objects(template(*values)) if o["kind"] == "Deployment"):
+            deployments += 1
+            env = env_of(dep)
+            names = {name for name in env if name.startswith("DRACO_")}
+            assert names
+            for name in names:
+                flag = "--" + name.removeprefix("DRACO_").lower().replace("_", "-")
+                assert flag in flags, f"{name}: `draco run` has no {flag}"
+    assert deployments == 3  # the controllers' (twice) and the webhook's
 
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--set", "bogus=1"), "additional properties 'bogus' not allowed"),
     (("--set", "controllers.eviction.bogus=1"), "additional properties 'bogus' not allowed"),
     (("--set", "webhook.certManager.issuerRef.bogus=x"), "additional properties 'bogus' not allowed"),
+    (("--set", "webhook.bogus=1"), "additional properties 'bogus' not allowed"),
+    (("--set", "webhook.podDisruptionBudget.bogus=1"), "additional properties 'bogus' not allowed"),
+    (("--set", "webhook.extraEnv[0].name=DRACO_X,webhook.extraEnv[0].bogus=1"),
+     "additional properties 'bogus' not allowed"),
+    (("--set", "webhook.replicaCount=0"), "replicaCount"),
+    (("--set", "webhook.podDisruptionBudget.enabled=yes"), "enabled"),
+    (("--set", "webhook.enabled=true,serviceAccount.create=false,serviceAccount.name=ops"),
+     "webhook.serviceAccountName is required"),
+    (("--set", "webhook.enabled=true,webhook.serviceAccountName=draco"),
+     "webhook.serviceAccountName must differ from the controllers' ServiceAccount"),
     (("--set", "replicaCount=0"), "replicaCount"),
     (("--set", "logFormat=xml"), "logFormat"),
     (("--set", "controllers.eviction.enabled=false,controllers.patches.enabled=false,"
@@ -175,12 +189,14 @@ def test_all_enabled_render_has_every_optional_object() -> None:
     objs = objects(template("-f", str(ALL_ENABLED)))
     kinds = {o["kind"] for o in objs}
     assert {"ServiceMonitor", "NetworkPolicy", "MutatingWebhookConfiguration", "Secret"} <= kinds
-    dep = find(objs, "Deployment")
+    dep = find(objs, "Deployment", "draco")
     env = env_of(dep)
     assert env["DRACO_QPS"] == "50" and env["DRACO_BURST"] == "100" and env["DRACO_EVICTION_WORKERS"] == "8"
-    assert env["DRACO_GATE_WEBHOOK_PORT"] == "9443"
-    assert env["DRACO_GATE_NAMESPACE_SELECTOR"] == "draco.dev/gate=enabled"
     assert dep["spec"]["replicas"] == 3
+    hook_env = env_of(find(objs, "Deployment", "draco-webhook"))
+    assert hook_env["DRACO_GATE_WEBHOOK_PORT"] == "9443"
+    assert hook_env["DRACO_GATE_NAMESPACE_SELECTOR"] == "draco.dev/gate=enabled"
+    assert hook_env["DRACO_GATE_WEBHOOK_CADUMP"] == ""  # webhook.extraEnv
     webhook_role = rules_of(objs, "draco-webhook")
     assert webhook_role == [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}]
     monitor = find(objs, "ServiceMonitor")
@@ -205,7 +221,7 @@ def test_self_signed_webhook_certificate_chains_to_the_ca_bundle(tmp_path: Path)
     text = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName", "-in", str(tmp_path / "tls.crt")],
                           capture_output=True, text=True, timeout=30, check=True).stdout
     assert "DNS:draco-webhook.draco-system.svc" in text
-    dep = find(objs, "Deployment")
+    dep = find(objs, "Deployment", "draco-webhook")
     assert dep["spec"]["template"]["metadata"]["annotations"]["checksum/webhook-tls"]
 
 

@@ -94,6 +94,13 @@ def test_every_rendered_object_passes_a_server_side_dry_run(
     accepted = json.loads(out)
     items = accepted["items"] if accepted.get("kind") == "List" else [accepted]
     assert {(o["kind"], o["metadata"]["name"]) for o in items} == expected
+    # nothing of the pod templates was dropped (e.g. the webhook's preStop sleep, GA in 1.34)
+    for dep in (o for o in objects(rendered) if o["kind"] == "Deployment"):
+        (kept,) = [o for o in items if o["kind"] == "Deployment" and o["metadata"]["name"] == dep["metadata"]["name"]]
+        for mine, theirs in zip(dep["spec"]["template"]["spec"]["containers"],
+                                kept["spec"]["template"]["spec"]["containers"], strict=True):
+            assert theirs.get("lifecycle") == mine.get("lifecycle")
+            assert theirs["securityContext"] == mine["securityContext"]
 
 
 def test_plain_manifests_pass_a_server_side_dry_run(helm: Helm) -> None:
@@ -117,6 +124,10 @@ def deployment_env(dep: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container["env"]}
 
 
+def selects(selector: dict[str, str], dep: dict[str, Any]) -> bool:
+    return selector.items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+
+
 def test_install_upgrade_uninstall_keeps_the_crds(helm: Helm, namespace: str) -> None:
     release = namespace  # contains "draco": the release name is every object's name prefix
     # helm installs the CRDs from the chart's crds/ only when they are missing: remove them
@@ -130,6 +141,21 @@ def test_install_upgrade_uninstall_keeps_the_crds(helm: Helm, namespace: str) ->
         dep = helm.get("-n", namespace, "deployment", release)
         assert dep is not None and dep["spec"]["replicas"] == 2
         assert helm.get("serviceaccount", "-n", namespace, release) is not None
+        # the webhook: a Deployment of its own, its Service selecting only its pods
+        hook_dep = helm.get("-n", namespace, "deployment", f"{release}-webhook")
+        assert hook_dep is not None and hook_dep["spec"]["replicas"] == 2
+        assert deployment_env(hook_dep)["DRACO_CONTROLLERS"] == "none"
+        assert not [v for v in deployment_env(dep) if v.startswith("DRACO_GATE_")]
+        service = helm.get("-n", namespace, "service", f"{release}-webhook")
+        assert service is not None
+        assert selects(service["spec"]["selector"], hook_dep) and not selects(service["spec"]["selector"], dep)
+        for name, owner in ((release, dep), (f"{release}-webhook", hook_dep)):
+            budget = helm.get("-n", namespace, "poddisruptionbudget", name)
+            assert budget is not None and selects(budget["spec"]["selector"]["matchLabels"], owner)
+        assert helm.get("serviceaccount", "-n", namespace, f"{release}-webhook") is not None
+        webhook_binding = helm.get("clusterrolebinding", f"{release}-webhook")
+        assert webhook_binding is not None and webhook_binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": f"{release}-webhook", "namespace": namespace}]
         roles = {f"{release}-{c}" for c in ("eviction", "patches", "allocator", "narrowing", "webhook",
                                             "view", "edit")}
         for role in roles:
@@ -145,9 +171,20 @@ def test_install_upgrade_uninstall_keeps_the_crds(helm: Helm, namespace: str) ->
                  30, what="the view ClusterRole to aggregate draco's rules")
 
         helm("upgrade", release, str(CHART), "--namespace", namespace, "--reuse-values",
-             "--set", "replicaCount=3,controllers.patches.enabled=false,client.qps=50")
-        dep = helm.get("-n", namespace, "deployment", release)
-        assert dep is not None and dep["spec"]["replicas"] == 3
+             "--set", "replicaCount=3,controllers.patches.enabled=false,client.qps=50,webhook.replicaCount=3")
+        upgraded = helm.get("-n", namespace, "deployment", release)
+        assert upgraded is not None and upgraded["spec"]["replicas"] == 3
+        # patched in place: same object, same (immutable) selector
+        assert upgraded["metadata"]["uid"] == dep["metadata"]["uid"]
+        assert upgraded["spec"]["selector"] == dep["spec"]["selector"]
+        dep = upgraded
+        hook_again = helm.get("-n", namespace, "deployment", f"{release}-webhook")
+        assert hook_again is not None and hook_again["spec"]["replicas"] == 3
+        assert hook_again["metadata"]["uid"] == hook_dep["metadata"]["uid"]
+        # the same certificate, so the pods were not rolled for a new one
+        checksum = "checksum/webhook-tls"
+        assert hook_again["spec"]["template"]["metadata"]["annotations"][checksum] == \
+            hook_dep["spec"]["template"]["metadata"]["annotations"][checksum]
         env = deployment_env(dep)
         assert env["DRACO_CONTROLLERS"] == "eviction,allocator,narrowing" and env["DRACO_QPS"] == "50"
         assert helm.get("clusterrole", f"{release}-patches") is None
@@ -160,6 +197,8 @@ def test_install_upgrade_uninstall_keeps_the_crds(helm: Helm, namespace: str) ->
 
         helm("uninstall", release, "--namespace", namespace)
         assert helm.get("-n", namespace, "deployment", release) is None
+        assert helm.get("-n", namespace, "deployment", f"{release}-webhook") is None
+        assert helm.get("-n", namespace, "serviceaccount", f"{release}-webhook") is None
         for role in roles:
             assert helm.get("clusterrole", role) is None, role
         assert helm.get("mutatingwebhookconfiguration", f"{release}-webhook") is None
@@ -170,3 +209,32 @@ def test_install_upgrade_uninstall_keeps_the_crds(helm: Helm, namespace: str) ->
         # whatever happened, leave the CRDs as the session installed them
         helm.kubectl("apply", "-f", str(ROOT / "crds"))
         helm.kubectl("wait", "--for=condition=Established", "crd", *DRACO_CRDS, "--timeout=60s")
+
+
+def test_turning_the_webhook_on_and_off_leaves_the_controllers_alone(helm: Helm, namespace: str) -> None:
+    """The webhook moved out of the controllers' Deployment: switching it on or off in an
+    upgrade adds or removes its own objects and never touches (or rolls) the controllers."""
+    release = namespace
+    helm("install", release, str(CHART), "--namespace", namespace, "--skip-crds")
+    try:
+        before = helm.get("-n", namespace, "deployment", release)
+        assert before is not None and helm.get("-n", namespace, "deployment", f"{release}-webhook") is None
+        helm("upgrade", release, str(CHART), "--namespace", namespace, "--reuse-values",
+             "--set", "webhook.enabled=true")
+        on = helm.get("-n", namespace, "deployment", release)
+        assert on is not None
+        assert (on["metadata"]["uid"], on["metadata"]["generation"]) == \
+            (before["metadata"]["uid"], before["metadata"]["generation"])
+        for kind in ("deployment", "service", "serviceaccount", "poddisruptionbudget", "secret"):
+            name = f"{release}-webhook-tls" if kind == "secret" else f"{release}-webhook"
+            assert helm.get("-n", namespace, kind, name) is not None, kind
+        assert helm.get("mutatingwebhookconfiguration", f"{release}-webhook") is not None
+        helm("upgrade", release, str(CHART), "--namespace", namespace, "--reuse-values",
+             "--set", "webhook.enabled=false")
+        off = helm.get("-n", namespace, "deployment", release)
+        assert off is not None and off["metadata"]["generation"] == before["metadata"]["generation"]
+        for kind in ("deployment", "service", "serviceaccount", "poddisruptionbudget"):
+            assert helm.get("-n", namespace, kind, f"{release}-webhook") is None, kind
+        assert helm.get("mutatingwebhookconfiguration", f"{release}-webhook") is None
+    finally:
+        helm("uninstall", release, "--namespace", namespace, check=False)

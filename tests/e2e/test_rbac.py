@@ -19,6 +19,8 @@ Last, `draco run` itself (the image's entrypoint) with the Deployment's own envi
 ready, serves every flow unrefused and releases the Lease on SIGTERM; with the
 leader-election Role's rule removed it never takes the Lease and no flow happens. (The
 Lease's 403s are not in the audit log: hack/cluster's policy drops Lease get/update.)
+
+The gate webhook's own ServiceAccount: tests/e2e/test_rbac_webhook.py.
 """
 
 from __future__ import annotations
@@ -155,6 +157,10 @@ class Audit:
 
     def refusals(self) -> list[str]:
         """The requests of draco's user answered 403 since the last mark."""
+        return self.answered(403)
+
+    def answered(self, code: int) -> list[str]:
+        """The requests of draco's user answered CODE since the last mark."""
         with open(self.path, "rb") as handle:
             handle.seek(self.offset)
             lines = handle.read().splitlines()
@@ -166,7 +172,7 @@ class Audit:
                 continue  # a line being written
             if (entry.get("user") or {}).get("username") != self.user:
                 continue
-            if (entry.get("responseStatus") or {}).get("code") != 403:
+            if (entry.get("responseStatus") or {}).get("code") != code:
                 continue
             ref = entry.get("objectRef") or {}
             target = f"{ref.get('namespace') or ''}/{ref.get('name') or ''}"
@@ -195,10 +201,7 @@ class Release:
         return role
 
     def apply(self, obj: dict[str, Any]) -> None:
-        clean = {k: v for k, v in obj.items() if k != "status"}
-        clean["metadata"] = {k: v for k, v in obj["metadata"].items()
-                             if k in ("name", "namespace", "labels", "annotations")}
-        self.helm.kubectl("replace", "-f", "-", input=json.dumps(clean))
+        replace(self.helm, obj)
 
     def bind_only(self, controller: str | None) -> None:
         """Leave only CONTROLLER's ClusterRoleBinding (None: all of them)."""
@@ -211,6 +214,14 @@ class Release:
                 self.helm.kubectl("create", "-f", "-", input=json.dumps(clean))
             elif not wanted and exists:
                 self.helm.kubectl("delete", "clusterrolebinding", binding["metadata"]["name"])
+
+
+def replace(helm: Helm, obj: dict[str, Any]) -> None:
+    """Overwrite OBJ as given (unconditionally: no resourceVersion)."""
+    clean = {k: v for k, v in obj.items() if k != "status"}
+    clean["metadata"] = {k: v for k, v in obj["metadata"].items()
+                         if k in ("name", "namespace", "labels", "annotations")}
+    helm.kubectl("replace", "-f", "-", input=json.dumps(clean))
 
 
 def service_account_kubeconfig(cluster: RealCluster, backend: RealBackend, namespace: str, account: str,
@@ -287,7 +298,7 @@ def run_flows(release: Release, controllers: tuple[str, ...], flows: tuple[str, 
 
 def test_every_flow_passes_as_the_service_account_with_no_403(release: Release, tmp_path: Path) -> None:
     # the ServiceAccount really is what the operator runs as
-    review = who_am_i(release)
+    review = who_am_i(release.cluster, release.kubeconfig)
     assert review["status"]["userInfo"]["username"] == release.audit.user
     finished, refused = run_flows(release, CONTROLLERS, CONTROLLERS, tmp_path, FLOW_SECONDS, stop_on_refusal=False)
     assert finished == {name: True for name in CONTROLLERS}
@@ -296,15 +307,15 @@ def test_every_flow_passes_as_the_service_account_with_no_403(release: Release, 
     assert release.audit.refusals() == [] and refused == []
 
 
-def who_am_i(release: Release) -> dict[str, Any]:
+def who_am_i(cluster: RealCluster, kubeconfig: Path) -> dict[str, Any]:
     """A SelfSubjectReview made with the kubeconfig draco runs with."""
-    config = yaml.safe_load(release.kubeconfig.read_text())
+    config = yaml.safe_load(kubeconfig.read_text())
     token = config["users"][0]["user"]["token"]
     body = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}).encode()
-    req = urllib.request.Request(release.cluster.url + "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+    req = urllib.request.Request(cluster.url + "/apis/authentication.k8s.io/v1/selfsubjectreviews",
                                  data=body, method="POST",
                                  headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
-    context = ssl.create_default_context(cafile=str(release.cluster.dir / "pki" / "ca.crt"))
+    context = ssl.create_default_context(cafile=str(cluster.dir / "pki" / "ca.crt"))
     with urllib.request.urlopen(req, context=context, timeout=10) as resp:
         return dict(json.loads(resp.read()))
 
@@ -446,3 +457,4 @@ def test_without_the_lease_rule_draco_run_never_acts(release: Release, tmp_path:
                 stop_draco(proc)
     finally:
         release.apply(role)
+

@@ -57,6 +57,35 @@ app.kubernetes.io/part-of: draco
 {{- printf "%s-webhook" (include "draco.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The gate webhook's own Deployment: a selector of its own (the controllers' Deployment
+keeps its selector, which is immutable), so neither Deployment, Service or PDB picks up
+the other's pods. */}}
+{{- define "draco.webhookSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-webhook" (include "draco.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "draco.webhookLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "draco.webhookSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: draco
+app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{- define "draco.webhookServiceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- $name := default (include "draco.webhookName" .) .Values.webhook.serviceAccountName -}}
+{{- if eq $name (include "draco.serviceAccountName" .) -}}
+{{- fail "webhook.serviceAccountName must differ from the controllers' ServiceAccount (both are created)" -}}
+{{- end -}}
+{{- $name -}}
+{{- else -}}
+{{- required "webhook.serviceAccountName is required when serviceAccount.create is false" .Values.webhook.serviceAccountName -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "draco.webhookSecret" -}}
 {{- printf "%s-webhook-tls" (include "draco.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -83,4 +112,31 @@ reading the Secret already in the cluster (lookup returns nothing under `helm te
 {{- $_ := set .Values "__webhookTLS" $tls -}}
 {{- end -}}
 {{- toYaml (get .Values "__webhookTLS") -}}
+{{- end -}}
+
+{{/* The hardening both Deployments share: non-root numeric user, RuntimeDefault seccomp,
+read-only root filesystem, no privilege escalation, every capability dropped. */}}
+{{- define "draco.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+
+{{- define "draco.containerSecurityContext" -}}
+runAsNonRoot: true
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+capabilities: {drop: [ALL]}
+seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+
+{{/* `helm upgrade --reuse-values` from a chart older than the webhook's own Deployment keeps
+that chart's values, without the keys below: say so instead of failing on a nil map. */}}
+{{- define "draco.webhookValuesPresent" -}}
+{{- range $key := list "replicaCount" "podDisruptionBudget" "resources" -}}
+{{- if not (hasKey $.Values.webhook $key) -}}
+{{- fail (printf "webhook.%s is missing: values reused from an older chart (helm upgrade --reuse-values)? Upgrade with --reset-then-reuse-values instead" $key) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
