@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -66,10 +67,12 @@ def election_config(args: argparse.Namespace) -> ElectionConfig:
 class Process:
     """State the probes read."""
 
-    def __init__(self, controllers: Sequence[str], gate: Any, supervisor: Any) -> None:
+    def __init__(self, controllers: Sequence[str], gate: Any, supervisor: Any,
+                 webhook: tuple[str, int] | None = None) -> None:
         self.controllers = list(controllers)
         self.gate = gate
         self.supervisor = supervisor
+        self.webhook = webhook  # (address, port) of the gate webhook, when served
         self.elector: LeaderElector | None = None
         self.kopf_ready = asyncio.Event()
         self.operator: asyncio.Task[Any] | None = None
@@ -111,13 +114,27 @@ class Process:
         ok, why = self.supervisor.readiness(self.controllers)
         return ok, why
 
+    def webhook_listening(self) -> tuple[bool, str]:
+        """kopf binds the webhook's port after its startup handlers, so "started" alone
+        would let a Service send admission calls to a replica not yet listening."""
+        if self.webhook is None or not self.acting():
+            return True, "standby" if self.webhook is not None else "not served"
+        address, port = self.webhook
+        host = "127.0.0.1" if address in ("", "0.0.0.0") else "::1" if address == "::" else address
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return True, ""
+        except OSError:
+            return False, f"gate webhook not listening on {address}:{port} yet"
+
     def checks(self) -> Any:
         from operators.kube.health import HealthChecks
 
         return HealthChecks(
             live=[("operator", self.operator_alive)],
             ready=[("leader-election", self.leadership), ("operator", self.started),
-                   ("informer-sync", self.synced), ("controllers", self.loops)])
+                   ("informer-sync", self.synced), ("controllers", self.loops),
+                   ("gate-webhook", self.webhook_listening)])
 
 
 async def operate(registry: Any, process: Process, args: argparse.Namespace, *,

@@ -302,7 +302,9 @@ def run(args: argparse.Namespace) -> int:
     from operators.kube.feed import SyncGate
     from operators.kube.supervision import default_supervisor
 
-    process = Process(controllers, SyncGate(), default_supervisor())
+    port = int(getattr(args, "gate_webhook_port", 0) or 0)
+    webhook = (str(getattr(args, "gate_webhook_address", "127.0.0.1")), port) if port else None
+    process = Process(controllers, SyncGate(), default_supervisor(), webhook)
     registry, _, _ = build(controllers, args, gate=process.gate)
     structlog.get_logger("draco").info(
         "draco starting", version=version(), controllers=controllers, server=server,

@@ -51,3 +51,22 @@ def test_webhook_only_registers_the_webhook_and_no_watches() -> None:
     assert len(registry._webhooks.get_all_handlers()) == 1
     for kind in (registry._watching, registry._changing, registry._spawning, registry._indexing):
         assert kind.get_all_handlers() == []
+
+
+def test_readiness_waits_for_the_webhook_port_to_listen() -> None:
+    """A Service must not send admission calls to a replica whose webhook is not bound yet."""
+    import socket
+
+    from operators.cli.lifecycle import Process
+    from operators.kube.feed import SyncGate
+    from operators.kube.supervision import default_supervisor
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        port = int(server.getsockname()[1])
+        process = Process([], SyncGate(), default_supervisor(), ("0.0.0.0", port))
+        ready, why = process.webhook_listening()
+        assert not ready and why == f"gate webhook not listening on 0.0.0.0:{port} yet"
+        server.listen()
+        assert process.webhook_listening() == (True, "")
+    assert Process([], SyncGate(), default_supervisor()).webhook_listening() == (True, "not served")
