@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -68,7 +68,7 @@ from operators.allocator.pod_claims import (
 )
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
-from operators.kube.events import EventRecorder
+from operators.kube.pod_reports import PodReporter, Reported
 from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, NamespacedName
@@ -99,15 +99,6 @@ class AllocatorSettings:
     gate: str = GATE
 
 
-@dataclass
-class _Reported:
-    uid: str
-    reason: str
-    message: str
-    since: str
-    at: float
-
-
 class AllocatorController(KeyedPassLoop):
     name = "allocator"
 
@@ -119,7 +110,7 @@ class AllocatorController(KeyedPassLoop):
         self.settings = settings or AllocatorSettings()
         self.clock = clock
         self.monotonic = monotonic
-        self.events = EventRecorder(client, "draco-allocator")
+        self.reports = PodReporter(client, self.name, "draco-allocator", CONDITION, clock)
         self.sem = asyncio.Semaphore(self.settings.workers)
         self.holds = Holds(self.settings.hold_ttl)
         self.pending: set[NamespacedName] = set()
@@ -128,7 +119,7 @@ class AllocatorController(KeyedPassLoop):
         self.unsatisfied: dict[NamespacedName, str] = {}  # waiting for the device view to change
         self.retry_at: dict[NamespacedName, float] = {}
         self.stale: set[NamespacedName] = set()  # the last write found its claim changed
-        self.reported: dict[NamespacedName, _Reported] = {}
+        self.reported: dict[NamespacedName, Reported] = {}
         self.nodes: dict[str, dict[str, str]] = {}
         self.nodes_listed = False
         self._index: NodeIndex | None = None
@@ -244,20 +235,15 @@ class AllocatorController(KeyedPassLoop):
             if isinstance(work, NotOurs):
                 self._forget(key)
                 return
-            if key in self.in_flight:
-                self.again.add(key)
+            if self._deferred(key, now):
                 return
-            retry = self.retry_at.get(key)
-            if retry is not None and retry > now:
-                return
-            self.retry_at.pop(key, None)
             if isinstance(work, Waiting):
                 return  # woken by the claim or pod update that ends the wait
             if isinstance(work, Done):
                 self.unsatisfied.pop(key, None)
                 if self.reported.pop(key, None) is not None:
-                    self._background(self._condition(key, work.uid, "True", "Allocated",
-                                                     "claims allocated and reserved", None))
+                    self._background(self.reports.condition(key, work.uid, "True", "Allocated",
+                                                            "claims allocated and reserved"))
                 return
             if isinstance(work, Blocked):
                 self.unsatisfied[key] = work.uid
@@ -319,11 +305,6 @@ class AllocatorController(KeyedPassLoop):
         self.unsatisfied.pop(key, None)
         self.retry_at.pop(key, None)
         self.reported.pop(key, None)
-
-    def _background(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
     # -- the writes
 
@@ -407,11 +388,10 @@ class AllocatorController(KeyedPassLoop):
             parts.append(f"allocated {', '.join(claims)} on {where} ({devices})")
         if reserved:
             parts.append(f"reserved {', '.join(reserved)}")
-        involved = {"kind": "Pod", "apiVersion": "v1", "namespace": ns, "name": name, "uid": work.uid}
-        self._background(self.events.emit(involved, "Allocated", "; ".join(parts) + " for the pod"))
+        self._background(self.reports.event(key, work.uid, "Allocated", "; ".join(parts) + " for the pod"))
         if self.reported.pop(key, None) is not None:
-            self._background(self._condition(key, work.uid, "True", "Allocated",
-                                             "claims allocated and reserved", None))
+            self._background(self.reports.condition(key, work.uid, "True", "Allocated",
+                                                    "claims allocated and reserved"))
 
     # -- reports
 
@@ -424,27 +404,10 @@ class AllocatorController(KeyedPassLoop):
                 old.message == message or now - old.at < self.settings.report_interval):
             return
         since = old.since if old is not None and old.uid == uid else rfc3339(self.clock())
-        self.reported[key] = _Reported(uid, reason, message, since, now)
+        self.reported[key] = Reported(uid, reason, message, since, now)
         log.warning("cannot allocate the pod's claims", kind="Pod", namespace=key.namespace,
                     name=key.name, reason=reason, message=message)
-        involved = {"kind": "Pod", "apiVersion": "v1", "namespace": key.namespace, "name": key.name,
-                    "uid": uid}
-        await self.events.emit(involved, reason, message, "Warning")
-        await self._condition(key, uid, "False", reason, message, since)
-
-    async def _condition(self, key: NamespacedName, uid: str, status: str, reason: str, message: str,
-                         since: str | None) -> None:
-        """The DracoAllocation condition, merged by type through pods/status (the UID in the
-        patch is a precondition: a replaced pod is not touched)."""
-        cond = {"type": CONDITION, "status": status, "reason": reason, "message": message[:1024],
-                "lastTransitionTime": since or rfc3339(self.clock())}
-        with guarded(self.name, "condition", kind="Pod", namespace=key.namespace, name=key.name):
-            resp = await self.client.strategic_patch(
-                f"/api/v1/namespaces/{key.namespace}/pods/{key.name}/status",
-                {"metadata": {"uid": uid}, "status": {"conditions": [cond]}})
-            if not resp.ok and resp.status not in (404, 409):
-                log.warning("cannot write the pod condition", kind="Pod", namespace=key.namespace,
-                            name=key.name, status=resp.status)
+        await self.reports.held(key, uid, reason, message, since)
 
 
 __all__ = ["CONDITION", "AllocatorController", "AllocatorSettings"]

@@ -8,6 +8,10 @@ selectors, the request's selectors, untolerated taints, and devices lacking an
 attribute a `matchAttribute` constraint of the request needs. What survives is
 `available`; when every request has enough, the failure lies in how the requests
 compete for devices or in constraint values that disagree.
+
+When no node fits, `no_node_fits` says first how the candidate nodes fell away (none
+to try, the whole cluster short of devices, nodes reaching no devices or too few, nodes
+searched without a fit), then what the explain over the whole cluster shows.
 """
 
 from __future__ import annotations
@@ -158,9 +162,8 @@ def explain(claims: Sequence[ResourceClaim], node: NodeInfo | None, inventory: I
     return tuple(out)
 
 
-def reason_from(explained: Sequence[ClaimExplain]) -> str:
-    """One sentence for an Event or a CLI column: the first request that cannot be met,
-    or that the requests can each be met but not together."""
+def _first_shortfall(explained: Sequence[ClaimExplain]) -> str | None:
+    """The first claim problem or request that cannot be met even on its own."""
     for ce in explained:
         for p in ce.problems:
             return f"claim {ce.claim}: {p}"
@@ -170,6 +173,59 @@ def reason_from(explained: Sequence[ClaimExplain]) -> str:
         for alts in by_parent.values():
             if all(r.short for r in alts):
                 return f"claim {ce.claim}: cannot allocate: " + alts[0].summary()
-    return ("cannot allocate: each request has enough matching devices on its own, but "
-            "not together (devices shared between requests or claims, or constraint "
-            "values that disagree)")
+    return None
+
+
+def reason_from(explained: Sequence[ClaimExplain]) -> str:
+    """One sentence for an Event or a CLI column: the first request that cannot be met,
+    or that the requests can each be met but not together."""
+    return _first_shortfall(explained) or (
+        "cannot allocate: each request has enough matching devices on its own, but "
+        "not together (devices shared between requests or claims, or constraint "
+        "values that disagree)")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFunnel:
+    """How the candidate nodes fell away in a search that found no node."""
+
+    nodes: int  # the candidate nodes (those the pod may use)
+    cluster_short: bool = False  # all devices together are too few: no node was looked at
+    unreached: int = 0  # nodes that reach none of the devices
+    too_few: int = 0  # nodes reaching too few free, matching, tolerated devices for a request
+    searched: int = 0  # nodes searched in full without a fit
+
+    def summary(self) -> str:
+        if self.nodes == 0:
+            return ("no node to try (none known, or none that the pod's node selector, "
+                    "node affinity and already allocated claims allow)")
+        nodes = _counted(self.nodes, "node", "nodes")
+        if self.cluster_short:
+            return f"no node fits ({nodes}; the whole cluster has too few devices for a request)"
+        parts = [_counted(n, singular, plural) for n, singular, plural in (
+            (self.unreached, "reaches no devices", "reach no devices"),
+            (self.too_few, "reaches too few free, matching, tolerated devices for a request",
+             "reach too few free, matching, tolerated devices for a request"),
+            (self.searched, "searched without a fit", "searched without a fit")) if n]
+        return f"no node fits ({nodes}: {', '.join(parts)})" if parts else f"no node fits ({nodes})"
+
+
+def _counted(n: int, singular: str, plural: str) -> str:
+    return f"{n} {singular if n == 1 else plural}"
+
+
+def no_node_fits(funnel: NodeFunnel, explained: Sequence[ClaimExplain] | None) -> str:
+    """The reason when no candidate node fits; `explained` is the explain over the whole
+    cluster (None when the caller skipped it)."""
+    where = funnel.summary()
+    if explained is None:
+        return f"cannot allocate: {where}"
+    shortfall = _first_shortfall(explained)
+    if shortfall is not None:
+        return f"{where}: {shortfall}"
+    if funnel.searched:  # what the searches met: competition or constraints
+        return f"{where}: {reason_from(explained)}"
+    if funnel.too_few:
+        return (f"{where}; the cluster as a whole has enough devices for every request, "
+                "but no single node reaches them")
+    return where

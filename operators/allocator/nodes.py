@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.allocator.allocate import AllocationOutcome, allocate
-from operators.allocator.explain import explain, reason_from
+from operators.allocator.explain import NodeFunnel, explain, no_node_fits
 from operators.allocator.inventory import (
     Candidate,
     Inventory,
@@ -205,14 +205,17 @@ def place(
     order: list[str | None] = []
     best = -1
     tried = 0
+    unreached = too_few = searched = 0  # how the nodes fell away, for when none fits
     for node in candidates:
         if all_ranks is None and only is None:
             break
         pools, devices = index.view(node)
         if not pools and only is None and any(plan):
+            unreached += 1 if node is not None else 0
             continue
         ranks = _ranks(plan, devices, index.matcher, in_use)
         if (ranks is None or rank_bound(ranks) <= best) and only is None:
+            too_few += 1 if node is not None and ranks is None else 0
             continue
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -220,6 +223,7 @@ def place(
                 "too-complex", reason=f"allocation too complex: no result within {budget_s:g}s "
                 f"({tried} candidate nodes tried)"), tried=tried)
         tried += 1
+        searched += 1 if node is not None else 0
         out = allocate(claims, node, pools, classes, in_use, remaining,
                        with_explain=with_explain and only is not None)
         if out.status in ("error", "too-complex"):
@@ -236,7 +240,8 @@ def place(
         if best >= ceiling:
             break
     if not outcomes:
-        return Placement(_nothing_fits(claims, index, classes, in_use, tried, with_explain),
+        funnel = NodeFunnel(len(index.nodes), all_ranks is None, unreached, too_few, searched)
+        return Placement(_nothing_fits(claims, index, classes, in_use, funnel, with_explain),
                          tried=tried)
     chosen = pick(order, raw)
     return Placement(outcomes[chosen], chosen, tried, normalize(raw))
@@ -244,9 +249,8 @@ def place(
 
 def _nothing_fits(claims: Sequence[ResourceClaim], index: NodeIndex,
                   classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID],
-                  tried: int, with_explain: bool) -> AllocationOutcome:
-    where = f"no candidate node fits ({tried} searched, {len(index.nodes)} nodes)"
+                  funnel: NodeFunnel, with_explain: bool) -> AllocationOutcome:
     if not with_explain:
-        return AllocationOutcome("unsatisfiable", reason=f"cannot allocate: {where}")
+        return AllocationOutcome("unsatisfiable", reason=no_node_fits(funnel, None))
     why = explain(claims, None, _cluster_wide(index.inventory), dict(classes), in_use)
-    return AllocationOutcome("unsatisfiable", reason=f"{where}: {reason_from(why)}", explain=why)
+    return AllocationOutcome("unsatisfiable", reason=no_node_fits(funnel, why), explain=why)

@@ -64,22 +64,17 @@ class Work:
 PodWork = NotOurs | Waiting | Done | Blocked | Work
 
 
-def reserved_for_pod(claim: ResourceClaim, uid: str) -> bool:
-    return any(r.is_pod and r.uid == uid for r in claim.reserved_for)
-
-
 def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE) -> PodWork:
     pod = tracker.pod(key)
     if pod is None:
         return NotOurs("gone")
-    if not pod.has_gate(gate):
-        return NotOurs("not gated")
-    if pod.node_name:
-        return NotOurs("bound")
-    if pod.meta.deleting:
-        return NotOurs("deleting")
-    if pod.terminal:
-        return NotOurs("finished")
+    why = pod.not_held(gate)
+    if why is None and pod.terminal:
+        # Unlike the narrowing controller: devices allocated to a pod that will not run
+        # again would be kept from every other pod.
+        why = "finished"
+    if why is not None:
+        return NotOurs(why)
     uid = pod.meta.uid
     pending: list[ResourceClaim] = []
     reserve: list[ResourceClaim] = []
@@ -105,7 +100,7 @@ def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE) -> PodWork
             pending.append(claim)
             continue
         allocated.append(claim)
-        if reserved_for_pod(claim, uid):
+        if claim.reserved_for_pod(uid):
             continue
         if len(claim.reserved_for) >= RESERVED_FOR_MAX:
             return Blocked(uid, f"claim {name} is already reserved for {RESERVED_FOR_MAX} "
@@ -133,4 +128,4 @@ def node_fits(pod: Pod, name: str, labels: dict[str, str] | None,
 
 
 __all__ = ["GATE", "RESERVED_FOR_MAX", "Blocked", "Done", "NotOurs", "PodWork", "Waiting", "Work",
-           "node_fits", "pod_work", "reserved_for_pod"]
+           "node_fits", "pod_work"]

@@ -93,85 +93,72 @@ def _items(activation: Scope, source: Callable[[Scope], Any]) -> list[Any] | CEL
 Body = Callable[[Scope], Any]
 
 
-def macro_all(activation: Scope, var: str, body: Body, source: Body) -> Any:
+def _quantifier(name: str, decisive: bool) -> Callable[[Scope, str, Body, Body], Any]:
+    """all() (decisive False) and exists() (decisive True), commutative as CEL's && and ||:
+    an item whose predicate is `decisive` settles the answer even after errors; otherwise
+    the first error (or non-boolean) is the answer, and with none, `not decisive`."""
+
+    def macro(activation: Scope, var: str, body: Body, source: Body) -> Any:
+        items = _items(activation, source)
+        if isinstance(items, CELEvalError):
+            return items
+        error: Any = None
+        for item in items:
+            _step()
+            value = result(Scope({var: item}, activation), body)
+            if isinstance(value, BOOL_TYPES):
+                if bool(value) == decisive:
+                    return ct.BoolType(decisive)
+            elif error is None:
+                error = value if isinstance(value, CELEvalError) else CELEvalError(
+                    f"no such overload: {name}() predicate returned {type_name(value)}")
+        return error if error is not None else ct.BoolType(not decisive)
+
+    return macro
+
+
+macro_all = _quantifier("all", decisive=False)
+macro_exists = _quantifier("exists", decisive=True)
+
+
+def _evaluate_all(activation: Scope, var: str, body: Body, source: Body,
+                  predicate: str | None) -> list[tuple[Any, Any]] | CELEvalError:
+    """(item, value) for every item, for the macros that need every value: the first error
+    is the answer, and for a `predicate` macro so is the first non-boolean value."""
     items = _items(activation, source)
     if isinstance(items, CELEvalError):
         return items
-    error: Any = None
+    out: list[tuple[Any, Any]] = []
     for item in items:
         _step()
         value = result(Scope({var: item}, activation), body)
-        if isinstance(value, BOOL_TYPES):
-            if not value:
-                return ct.BoolType(False)
-        elif error is None:
-            error = value if isinstance(value, CELEvalError) else CELEvalError(
-                f"no such overload: all() predicate returned {type_name(value)}")
-    return error if error is not None else ct.BoolType(True)
-
-
-def macro_exists(activation: Scope, var: str, body: Body, source: Body) -> Any:
-    items = _items(activation, source)
-    if isinstance(items, CELEvalError):
-        return items
-    error: Any = None
-    for item in items:
-        _step()
-        value = result(Scope({var: item}, activation), body)
-        if isinstance(value, BOOL_TYPES):
-            if value:
-                return ct.BoolType(True)
-        elif error is None:
-            error = value if isinstance(value, CELEvalError) else CELEvalError(
-                f"no such overload: exists() predicate returned {type_name(value)}")
-    return error if error is not None else ct.BoolType(False)
+        if isinstance(value, CELEvalError):
+            return value
+        if predicate is not None and not isinstance(value, BOOL_TYPES):
+            return CELEvalError(f"no such overload: {predicate}() predicate returned {type_name(value)}")
+        out.append((item, value))
+    return out
 
 
 def macro_exists_one(activation: Scope, var: str, body: Body, source: Body) -> Any:
-    items = _items(activation, source)
-    if isinstance(items, CELEvalError):
-        return items
-    count = 0
-    for item in items:
-        _step()
-        value = result(Scope({var: item}, activation), body)
-        if isinstance(value, CELEvalError):
-            return value
-        if not isinstance(value, BOOL_TYPES):
-            return CELEvalError(f"no such overload: exists_one() predicate returned {type_name(value)}")
-        count += bool(value)
-    return ct.BoolType(count == 1)
+    values = _evaluate_all(activation, var, body, source, "exists_one")
+    if isinstance(values, CELEvalError):
+        return values
+    return ct.BoolType(sum(bool(v) for _, v in values) == 1)
 
 
 def macro_map(activation: Scope, var: str, body: Body, source: Body) -> Any:
-    items = _items(activation, source)
-    if isinstance(items, CELEvalError):
-        return items
-    mapped: list[Any] = []
-    for item in items:
-        _step()
-        value = result(Scope({var: item}, activation), body)
-        if isinstance(value, CELEvalError):
-            return value
-        mapped.append(value)
-    return ct.ListType(mapped)
+    values = _evaluate_all(activation, var, body, source, None)
+    if isinstance(values, CELEvalError):
+        return values
+    return ct.ListType([v for _, v in values])
 
 
 def macro_filter(activation: Scope, var: str, body: Body, source: Body) -> Any:
-    items = _items(activation, source)
-    if isinstance(items, CELEvalError):
-        return items
-    kept: list[Any] = []
-    for item in items:
-        _step()
-        value = result(Scope({var: item}, activation), body)
-        if isinstance(value, CELEvalError):
-            return value
-        if not isinstance(value, BOOL_TYPES):
-            return CELEvalError(f"no such overload: filter() predicate returned {type_name(value)}")
-        if value:
-            kept.append(item)
-    return ct.ListType(kept)
+    values = _evaluate_all(activation, var, body, source, "filter")
+    if isinstance(values, CELEvalError):
+        return values
+    return ct.ListType([item for item, v in values if v])
 
 
 MACROS: dict[str, Callable[..., Any]] = {

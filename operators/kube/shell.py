@@ -90,6 +90,13 @@ class PassLoop:
     async def step(self) -> float:
         raise NotImplementedError
 
+    def _background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run a write beside the loop (reports nothing waits on); `run` cancels what is
+        left when it stops, and tests wait for `tasks` to drain."""
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
     def retry_delay(self) -> float:
         """Sleep after a failed pass (the next pass starts from a resync)."""
         return float(self.settings.retry_after)
@@ -119,13 +126,27 @@ class KeyedPassLoop(PassLoop):
     """A PassLoop whose writes run beside it, one at a time per object key.
 
     Subclasses keep `in_flight` (keys with a write running), `again` (keys that changed
-    while their write ran) and `pending` (keys the next pass looks at): a key that
+    while their write ran), `pending` (keys the next pass looks at) and `retry_at` (when
+    a key whose write failed may be tried again, on the subclass's clock): a key that
     changed mid-write is looked at again as soon as that write ends, never twice at once.
     """
 
     in_flight: set[Any]
     again: set[Any]
     pending: set[Any]
+    retry_at: dict[Any, Any]
+
+    def _deferred(self, key: Any, now: Any) -> bool:
+        """Whether a pass must leave `key` alone for now: its write is still running (it is
+        looked at again when that ends) or its retry is not due. A due retry is used up."""
+        if key in self.in_flight:
+            self.again.add(key)
+            return True
+        retry = self.retry_at.get(key)
+        if retry is not None and retry > now:
+            return True
+        self.retry_at.pop(key, None)
+        return False
 
     def _spawn(self, key: Any, coro: Coroutine[Any, Any, None]) -> None:
         self.in_flight.add(key)
@@ -140,6 +161,4 @@ class KeyedPassLoop(PassLoop):
                     self.pending.add(key)
                     self.wake.set()
 
-        task = asyncio.create_task(work())
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self._background(work())

@@ -17,7 +17,7 @@ from operators.model import fields as f
 from operators.model.deviceclass import OpaqueDeviceConfiguration, parse_opaque
 from operators.model.devices import DeviceID, DeviceToleration, parse_toleration, parse_tolerations
 from operators.model.errors import FieldError, ModelError, ObjectRef
-from operators.model.meta import ObjectMeta
+from operators.model.meta import NamespacedObject, ObjectMeta
 from operators.model.selectors import (
     DeviceSelector,
     NodeSelector,
@@ -138,7 +138,7 @@ class ConsumerRef:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceClaim:
+class ResourceClaim(NamespacedObject):
     kind = "ResourceClaim"
 
     meta: ObjectMeta
@@ -149,16 +149,11 @@ class ResourceClaim:
     reserved_for: tuple[ConsumerRef, ...] = ()
 
     @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def namespace(self) -> str:
-        return self.meta.namespace
-
-    @property
     def allocated(self) -> bool:
         return self.allocation is not None
+
+    def reserved_for_pod(self, uid: str) -> bool:
+        return any(r.is_pod and r.uid == uid for r in self.reserved_for)
 
     def request(self, name: str) -> DeviceRequest | None:
         parent = name.partition("/")[0]
@@ -292,25 +287,7 @@ def _request(d: object) -> DeviceRequest:
             raise e.at("exactly") from None
     if not first_raw:
         raise FieldError("one of exactly or firstAvailable is required", "exactly")
-    subs = []
-    for i, s in enumerate(first_raw):
-        try:
-            subs.append(_sub(s))
-        except FieldError as e:
-            raise e.at(f"[{i}]").at("firstAvailable") from None
-    return DeviceRequest(name, first_available=tuple(subs))
-
-
-def _indexed(items: Any, key: str, fn: Any) -> tuple[Any, ...]:
-    out = []
-    for i, item in enumerate(items):
-        try:
-            if not isinstance(item, Mapping):
-                raise FieldError(f"expected an object, got {f.type_name(item)}")
-            out.append(fn(item))
-        except FieldError as e:
-            raise e.at(f"[{i}]").at(key) from None
-    return tuple(out)
+    return DeviceRequest(name, first_available=f.each(d, "firstAvailable", _sub))
 
 
 def _constraint(d: Mapping[str, Any]) -> DeviceConstraint:
@@ -357,8 +334,8 @@ def _consumer(d: Mapping[str, Any]) -> ConsumerRef:
 def _allocation(d: Mapping[str, Any]) -> AllocationResult:
     devices = f.obj(d, "devices")
     try:
-        results = _indexed(f.lst(devices, "results"), "results", _result)
-        config = _indexed(f.lst(devices, "config"), "config", _alloc_config)
+        results = f.objects(devices, "results", _result)
+        config = f.objects(devices, "config", _alloc_config)
     except FieldError as e:
         raise e.at("devices") from None
     return AllocationResult(
@@ -375,9 +352,9 @@ def parse_claim(
     try:
         devices = f.obj(spec, "devices")
         try:
-            requests = _indexed(f.lst(devices, "requests"), "requests", _request)
-            constraints = _indexed(f.lst(devices, "constraints"), "constraints", _constraint)
-            config = _indexed(f.lst(devices, "config"), "config", _claim_config)
+            requests = f.objects(devices, "requests", _request)
+            constraints = f.objects(devices, "constraints", _constraint)
+            config = f.objects(devices, "config", _claim_config)
         except FieldError as e:
             raise e.at("devices") from None
     except FieldError as e:
@@ -388,7 +365,7 @@ def parse_claim(
             allocation = _allocation(alloc_raw) if alloc_raw is not None else None
         except FieldError as e:
             raise e.at("allocation") from None
-        reserved = _indexed(f.lst(status, "reservedFor"), "reservedFor", _consumer)
+        reserved = f.objects(status, "reservedFor", _consumer)
     except FieldError as e:
         raise e.at("status") from None
     return ResourceClaim(

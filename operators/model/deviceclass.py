@@ -54,17 +54,9 @@ class DeviceClass:
 
 
 def parse_device_class_spec(meta: ObjectMeta, spec: Mapping[str, Any]) -> DeviceClass:
-    config = []
-    for i, c in enumerate(f.lst(spec, "config")):
-        try:
-            if not isinstance(c, Mapping):
-                raise FieldError(f"expected an object, got {f.type_name(c)}")
-            config.append(DeviceClassConfiguration(parse_opaque(c)))
-        except FieldError as e:
-            raise e.at(f"[{i}]").at("config") from None
     return DeviceClass(
         meta=meta,
         selectors=parse_device_selectors(spec),
-        config=tuple(config),
+        config=f.objects(spec, "config", lambda c: DeviceClassConfiguration(parse_opaque(c))),
         extended_resource_name=f.opt_string(spec, "extendedResourceName"),
     )

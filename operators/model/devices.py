@@ -153,8 +153,29 @@ NO_PLACEMENT = NodePlacement()
 ALL_NODES = NodePlacement(all_nodes=True)
 
 
+class KeyedByDeviceID:
+    """The names a device carries in its DeviceID, for every type keyed by one (a
+    published device, the tracker's composed view of it). Each subclass still defines
+    `__hash__` as `hash(self.id)`: a frozen dataclass replaces an inherited one."""
+
+    __slots__ = ()
+    id: DeviceID
+
+    @property
+    def driver(self) -> str:
+        return self.id.driver
+
+    @property
+    def pool(self) -> str:
+        return self.id.pool
+
+    @property
+    def name(self) -> str:
+        return self.id.device
+
+
 @dataclass(frozen=True, slots=True)
-class Device:
+class Device(KeyedByDeviceID):
     id: DeviceID
     attributes: Mapping[str, Attribute] = field(default_factory=lambda: f.EMPTY_MAP)
     capacity: Mapping[str, str] = field(default_factory=lambda: f.EMPTY_MAP)
@@ -165,18 +186,6 @@ class Device:
 
     def __hash__(self) -> int:  # the maps are unhashable; equal devices share an id
         return hash(self.id)
-
-    @property
-    def name(self) -> str:
-        return self.id.device
-
-    @property
-    def driver(self) -> str:
-        return self.id.driver
-
-    @property
-    def pool(self) -> str:
-        return self.id.pool
 
     @property
     def node_name(self) -> str | None:
@@ -308,16 +317,7 @@ def parse_taint(d: object, source: str = "") -> DeviceTaint:
 
 
 def parse_taints(d: Mapping[str, Any], key: str, source: str) -> tuple[DeviceTaint, ...]:
-    items = f.lst(d, key)
-    if not items:
-        return ()
-    out = []
-    for i, t in enumerate(items):
-        try:
-            out.append(parse_taint(t, source))
-        except FieldError as e:
-            raise e.at(f"[{i}]").at(key) from None
-    return tuple(out)
+    return f.each(d, key, lambda t: parse_taint(t, source))
 
 
 def parse_toleration(d: object) -> DeviceToleration:
@@ -434,13 +434,9 @@ def parse_slice_spec(meta: ObjectMeta, spec: Mapping[str, Any]) -> ResourceSlice
         raise
     placement, per_device = _placement(spec, allow_per_device=True)
     source = f"ResourceSlice/{meta.name}"
-    devices = []
     dev_placement = None if per_device else placement
-    for i, d in enumerate(f.lst(spec, "devices")):
-        try:
-            devices.append(parse_device(d, driver, pool.name, dev_placement, meta.name, source))
-        except FieldError as e:
-            raise e.at(f"[{i}]").at("devices") from None
+    devices = f.each(spec, "devices",
+                     lambda d: parse_device(d, driver, pool.name, dev_placement, meta.name, source))
     return ResourceSlice(
         meta=meta,
         driver=driver,

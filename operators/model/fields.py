@@ -6,14 +6,15 @@ with `FieldError.at` so the full path appears only when something is wrong.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from operators.model.errors import FieldError
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+T = TypeVar("T")
 
 
 def type_name(value: object) -> str:
@@ -44,12 +45,7 @@ def obj(d: Mapping[str, Any], key: str, *, required: bool = False) -> Mapping[st
 
 
 def opt_obj(d: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
-    v = d.get(key)
-    if v is None:
-        return None
-    if not isinstance(v, Mapping):
-        raise FieldError(f"expected an object, got {type_name(v)}", key)
-    return v
+    return None if d.get(key) is None else obj(d, key)
 
 
 def lst(d: Mapping[str, Any], key: str, *, required: bool = False) -> list[Any] | tuple[Any, ...]:
@@ -61,6 +57,30 @@ def lst(d: Mapping[str, Any], key: str, *, required: bool = False) -> list[Any] 
     if not isinstance(v, list | tuple):
         raise FieldError(f"expected an array, got {type_name(v)}", key)
     return v
+
+
+def each(d: Mapping[str, Any], key: str, parse: Callable[[Any], T], *,
+         required: bool = False) -> tuple[T, ...]:
+    """The array at `key`, every entry parsed; a bad entry's error names it (`key[i]…`)."""
+    out = []
+    for i, item in enumerate(lst(d, key, required=required)):
+        try:
+            out.append(parse(item))
+        except FieldError as e:
+            raise e.at(f"[{i}]").at(key) from None
+    return tuple(out)
+
+
+def as_object(value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise FieldError(f"expected an object, got {type_name(value)}")
+    return value
+
+
+def objects(d: Mapping[str, Any], key: str, parse: Callable[[Mapping[str, Any]], T], *,
+            required: bool = False) -> tuple[T, ...]:
+    """As `each`, for an array of objects: an entry that is not one is an error at `key[i]`."""
+    return each(d, key, lambda item: parse(as_object(item)), required=required)
 
 
 def string(d: Mapping[str, Any], key: str, *, required: bool = False, default: str = "") -> str:
@@ -75,12 +95,7 @@ def string(d: Mapping[str, Any], key: str, *, required: bool = False, default: s
 
 
 def opt_string(d: Mapping[str, Any], key: str) -> str | None:
-    v = d.get(key)
-    if v is None:
-        return None
-    if not isinstance(v, str):
-        raise FieldError(f"expected a string, got {type_name(v)}", key)
-    return v
+    return None if d.get(key) is None else string(d, key)
 
 
 def integer(d: Mapping[str, Any], key: str, *, required: bool = False, default: int = 0) -> int:
@@ -95,12 +110,7 @@ def integer(d: Mapping[str, Any], key: str, *, required: bool = False, default: 
 
 
 def opt_integer(d: Mapping[str, Any], key: str) -> int | None:
-    v = d.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise FieldError(f"expected an integer, got {type_name(v)}", key)
-    return v
+    return None if d.get(key) is None else integer(d, key)
 
 
 def boolean(d: Mapping[str, Any], key: str, *, default: bool = False) -> bool:

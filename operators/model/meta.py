@@ -42,6 +42,26 @@ class ObjectMeta:
         return self.deletion_timestamp is not None
 
 
+class NamespacedObject:
+    """Name, namespace and key read from `meta`, for the namespaced objects draco keys by
+    them (claims, pods)."""
+
+    __slots__ = ()
+    meta: ObjectMeta
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def namespace(self) -> str:
+        return self.meta.namespace
+
+    @property
+    def key(self) -> NamespacedName:
+        return self.meta.key
+
+
 def peek_identity(d: Mapping[str, Any]) -> tuple[str, str]:
     """(namespace, name) without validation, so even a broken object can be named."""
     md = d.get("metadata")

@@ -8,7 +8,7 @@ from typing import Any
 
 from operators.model import fields as f
 from operators.model.errors import FieldError
-from operators.model.meta import NamespacedName, ObjectMeta
+from operators.model.meta import NamespacedName, NamespacedObject, ObjectMeta
 from operators.model.selectors import NodeSelector, parse_node_selector
 
 
@@ -46,7 +46,7 @@ class PodExtendedResourceClaimStatus:
 
 
 @dataclass(frozen=True, slots=True)
-class Pod:
+class Pod(NamespacedObject):
     kind = "Pod"
 
     meta: ObjectMeta
@@ -61,23 +61,23 @@ class Pod:
     extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
 
     @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def namespace(self) -> str:
-        return self.meta.namespace
-
-    @property
-    def key(self) -> NamespacedName:
-        return NamespacedName(self.meta.namespace, self.meta.name)
-
-    @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
     def has_gate(self, gate: str) -> bool:
         return gate in self.scheduling_gates
+
+    def not_held(self, gate: str) -> str | None:
+        """Why the pod is not (or no longer) held at `gate` for draco to act on: "not
+        gated", "bound" or "deleting"; None while it is. Whether a finished pod still
+        counts is the caller's decision."""
+        if not self.has_gate(gate):
+            return "not gated"
+        if self.node_name:
+            return "bound"
+        if self.meta.deleting:
+            return "deleting"
+        return None
 
     def claim_name(self, pod_claim: PodResourceClaim) -> str | None:
         """The claim a spec.resourceClaims entry resolves to, None if not (yet) known."""
@@ -138,28 +138,8 @@ def _mapping(d: Mapping[str, Any]) -> ContainerExtendedResourceRequest:
     )
 
 
-def _each(items: Any, key: str, fn: Any) -> tuple[Any, ...]:
-    out = []
-    for i, item in enumerate(items):
-        try:
-            if not isinstance(item, Mapping):
-                raise FieldError(f"expected an object, got {f.type_name(item)}")
-            out.append(fn(item))
-        except FieldError as e:
-            raise e.at(f"[{i}]").at(key) from None
-    return tuple(out)
-
-
-def _gate_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    out = []
-    for i, g in enumerate(f.lst(spec, "schedulingGates")):
-        try:
-            if not isinstance(g, Mapping):
-                raise FieldError(f"expected an object, got {f.type_name(g)}")
-            out.append(f.string(g, "name", required=True))
-        except FieldError as e:
-            raise e.at(f"[{i}]").at("schedulingGates") from None
-    return tuple(out)
+def _gate_name(d: Mapping[str, Any]) -> str:
+    return f.string(d, "name", required=True)
 
 
 def _required_affinity(affinity: Mapping[str, Any] | None) -> NodeSelector | None:
@@ -185,26 +165,22 @@ def _required_affinity(affinity: Mapping[str, Any] | None) -> NodeSelector | Non
 def parse_pod(meta: ObjectMeta, spec: Mapping[str, Any], status: Mapping[str, Any]) -> Pod:
     try:
         affinity = f.opt_obj(spec, "affinity")
-        pod_claims = _each(f.lst(spec, "resourceClaims"), "resourceClaims", _pod_claim)
-        gates = _gate_names(spec)
+        pod_claims = f.objects(spec, "resourceClaims", _pod_claim)
+        gates = f.objects(spec, "schedulingGates", _gate_name)
         node_name = f.string(spec, "nodeName")
         node_selector = f.string_map(spec, "nodeSelector")
         required = _required_affinity(affinity)
     except FieldError as e:
         raise e.at("spec") from None
     try:
-        statuses = _each(
-            f.lst(status, "resourceClaimStatuses"), "resourceClaimStatuses", _claim_status
-        )
+        statuses = f.objects(status, "resourceClaimStatuses", _claim_status)
         ext_raw = f.opt_obj(status, "extendedResourceClaimStatus")
         ext = None
         if ext_raw is not None:
             try:
                 ext = PodExtendedResourceClaimStatus(
                     resource_claim_name=f.string(ext_raw, "resourceClaimName", required=True),
-                    request_mappings=_each(
-                        f.lst(ext_raw, "requestMappings"), "requestMappings", _mapping
-                    ),
+                    request_mappings=f.objects(ext_raw, "requestMappings", _mapping),
                 )
             except FieldError as e:
                 raise e.at("extendedResourceClaimStatus") from None

@@ -31,20 +31,15 @@ class DeviceSelector:
 def parse_device_selectors(
     d: Mapping[str, Any], key: str = "selectors"
 ) -> tuple[DeviceSelector, ...]:
-    out = []
-    for i, item in enumerate(f.lst(d, key)):
-        try:
-            if not isinstance(item, Mapping):
-                raise FieldError(f"expected an object, got {f.type_name(item)}")
-            cel = f.obj(item, "cel", required=True)
-            try:
-                expression = f.string(cel, "expression", required=True)
-            except FieldError as e:
-                raise e.at("cel") from None
-            out.append(DeviceSelector(expression))
-        except FieldError as e:
-            raise e.at(f"[{i}]").at(key) from None
-    return tuple(out)
+    return f.objects(d, key, _device_selector)
+
+
+def _device_selector(item: Mapping[str, Any]) -> DeviceSelector:
+    cel = f.obj(item, "cel", required=True)
+    try:
+        return DeviceSelector(f.string(cel, "expression", required=True))
+    except FieldError as e:
+        raise e.at("cel") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,43 +114,28 @@ class NodeSelector:
         return {"nodeSelectorTerms": [t.to_api() for t in self.terms]}
 
 
-def _requirements(d: Mapping[str, Any], key: str) -> tuple[NodeSelectorRequirement, ...]:
-    out = []
-    for i, item in enumerate(f.lst(d, key)):
-        try:
-            if not isinstance(item, Mapping):
-                raise FieldError(f"expected an object, got {f.type_name(item)}")
-            out.append(
-                NodeSelectorRequirement(
-                    key=f.string(item, "key", required=True),
-                    operator=f.enum(item, "operator", NODE_SELECTOR_OPERATORS, default=""),
-                    values=f.string_list(item, "values"),
-                )
-            )
-            if not out[-1].operator:
-                raise FieldError("required field is missing", "operator")
-        except FieldError as e:
-            raise e.at(f"[{i}]").at(key) from None
-    return tuple(out)
+def _requirement(item: Mapping[str, Any]) -> NodeSelectorRequirement:
+    req = NodeSelectorRequirement(
+        key=f.string(item, "key", required=True),
+        operator=f.enum(item, "operator", NODE_SELECTOR_OPERATORS, default=""),
+        values=f.string_list(item, "values"),
+    )
+    if not req.operator:
+        raise FieldError("required field is missing", "operator")
+    return req
+
+
+def _term(t: Mapping[str, Any]) -> NodeSelectorTerm:
+    return NodeSelectorTerm(
+        match_expressions=f.objects(t, "matchExpressions", _requirement),
+        match_fields=f.objects(t, "matchFields", _requirement),
+    )
 
 
 def parse_node_selector(value: object) -> NodeSelector:
     if not isinstance(value, Mapping):
         raise FieldError(f"expected an object, got {f.type_name(value)}")
-    terms = []
-    for i, t in enumerate(f.lst(value, "nodeSelectorTerms", required=True)):
-        try:
-            if not isinstance(t, Mapping):
-                raise FieldError(f"expected an object, got {f.type_name(t)}")
-            terms.append(
-                NodeSelectorTerm(
-                    match_expressions=_requirements(t, "matchExpressions"),
-                    match_fields=_requirements(t, "matchFields"),
-                )
-            )
-        except FieldError as e:
-            raise e.at(f"[{i}]").at("nodeSelectorTerms") from None
-    return NodeSelector(tuple(terms))
+    return NodeSelector(f.objects(value, "nodeSelectorTerms", _term, required=True))
 
 
 def opt_node_selector(d: Mapping[str, Any], key: str) -> NodeSelector | None:

@@ -34,7 +34,7 @@ retried after `retry_after` seconds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,7 +45,7 @@ from prometheus_client import Counter
 from operators.kube.client import KubeClient, Response
 from operators.kube.conditions import rfc3339
 from operators.kube.conflicts import read_modify_write
-from operators.kube.events import EventRecorder
+from operators.kube.pod_reports import PodReporter, Reported
 from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
 from operators.model import NamespacedName, Pod
@@ -80,14 +80,6 @@ class NarrowingSettings:
     gate: str = DRACO_GATE
 
 
-@dataclass
-class _Reported:
-    uid: str
-    reason: str
-    message: str
-    since: str
-
-
 class NarrowingController(KeyedPassLoop):
     name = "narrowing"
 
@@ -97,14 +89,14 @@ class NarrowingController(KeyedPassLoop):
         self.client = client
         self.settings = settings or NarrowingSettings()
         self.clock = clock
-        self.events = EventRecorder(client, "draco-narrowing")
+        self.reports = PodReporter(client, self.name, "draco-narrowing", CONDITION, clock)
         self.sem = asyncio.Semaphore(self.settings.workers)
         self.pending: set[NamespacedName] = set()
         self.in_flight: set[NamespacedName] = set()
         self.again: set[NamespacedName] = set()  # changed while in flight: look once more
         self.deadlines: dict[NamespacedName, tuple[str, datetime]] = {}
         self.retry_at: dict[NamespacedName, datetime] = {}
-        self.reported: dict[NamespacedName, _Reported] = {}
+        self.reported: dict[NamespacedName, Reported] = {}
         self.node_labels: dict[str, Mapping[str, str] | None] = {}
         self.nodes: dict[str, NodeInfo] = {}
         self._nodes_deleted: set[str] = set()  # while the first listing is under way
@@ -194,13 +186,8 @@ class NarrowingController(KeyedPassLoop):
             if isinstance(state, NotOurs):
                 self._forget(key)
                 return
-            if key in self.in_flight:
-                self.again.add(key)
+            if self._deferred(key, now):
                 return
-            retry = self.retry_at.get(key)
-            if retry is not None and retry > now:
-                return
-            self.retry_at.pop(key, None)
             if isinstance(state, Waiting):
                 self._waiting(key, state, now)
                 return
@@ -332,18 +319,17 @@ class NarrowingController(KeyedPassLoop):
         OUTCOMES.labels(outcome="Narrowed").inc()
         log.info("narrowed and ungated pod", kind="Pod", namespace=ns, name=name,
                  claims=list(ready.claims), exact=result.exact)
-        involved = {"kind": "Pod", "apiVersion": "v1", "namespace": ns, "name": name, "uid": ready.uid}
         claims = (f"claim{'s' if len(ready.claims) > 1 else ''} {', '.join(ready.claims)}"
                   if ready.claims else "no claims")
         what = (f"required node affinity narrowed to the nodes that can reach the devices of {claims}"
                 if result.affinity_changed else f"node affinity unchanged ({claims}: reachable from every node)")
         # Reports posted beside the worker: the pod is ungated already, nothing waits on them.
-        self._background(self.events.emit(
-            involved, "Narrowed", f"{what}; scheduling gate {self.settings.gate} removed"))
+        self._background(self.reports.event(
+            key, ready.uid, "Narrowed", f"{what}; scheduling gate {self.settings.gate} removed"))
         reported = self.reported.pop(key, None)
         if (previous is not None and previous.get("status") == "False") or reported is not None:
-            self._background(self._condition(key, ready.uid, "True", "Narrowed",
-                                             "narrowed to the nodes of its devices and ungated", None))
+            self._background(self.reports.condition(key, ready.uid, "True", "Narrowed",
+                                                    "narrowed to the nodes of its devices and ungated"))
 
     async def _labels(self, node: str) -> Mapping[str, str] | None:
         """The chosen node's labels (cached; None when the node cannot be read)."""
@@ -360,11 +346,6 @@ class NarrowingController(KeyedPassLoop):
         self.retry_at[key] = self.clock() + timedelta(seconds=self.settings.retry_after)
         self.wake.set()
 
-    def _background(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
     # -- reports
 
     async def _report(self, key: NamespacedName, uid: str, reason: str, message: str) -> None:
@@ -374,27 +355,10 @@ class NarrowingController(KeyedPassLoop):
             return
         since = old.since if old is not None and old.uid == uid else None
         now = rfc3339(self.clock())
-        self.reported[key] = _Reported(uid, reason, message, since or now)
+        self.reported[key] = Reported(uid, reason, message, since or now)
         log.warning("pod stays gated", kind="Pod", namespace=key.namespace, name=key.name,
                     reason=reason, message=message)
-        involved = {"kind": "Pod", "apiVersion": "v1", "namespace": key.namespace, "name": key.name,
-                    "uid": uid}
-        await self.events.emit(involved, reason, message, "Warning")
-        await self._condition(key, uid, "False", reason, message, since or now)
-
-    async def _condition(self, key: NamespacedName, uid: str, status: str, reason: str, message: str,
-                         since: str | None) -> None:
-        """The DracoNarrowing condition, merged by type through the status subresource
-        (the UID in the patch makes it a precondition: a replaced pod is not touched)."""
-        cond = {"type": CONDITION, "status": status, "reason": reason, "message": message[:1024],
-                "lastTransitionTime": since or rfc3339(self.clock())}
-        with guarded(self.name, "condition", kind="Pod", namespace=key.namespace, name=key.name):
-            resp = await self.client.strategic_patch(
-                f"/api/v1/namespaces/{key.namespace}/pods/{key.name}/status",
-                {"metadata": {"uid": uid}, "status": {"conditions": [cond]}})
-            if not resp.ok and resp.status not in (404, 409):
-                log.warning("cannot write the pod condition", kind="Pod", namespace=key.namespace,
-                            name=key.name, status=resp.status)
+        await self.reports.held(key, uid, reason, message, since or now)
 
 
 def _cached_pod(pod: Pod) -> dict[str, Any]:

@@ -56,12 +56,9 @@ def readiness(tracker: Tracker, key: NamespacedName, gate: str = DRACO_GATE) -> 
     pod = tracker.pod(key)
     if pod is None:
         return NotOurs("gone")
-    if not pod.has_gate(gate):
-        return NotOurs("not gated")
-    if pod.node_name:
-        return NotOurs("bound")
-    if pod.meta.deleting:
-        return NotOurs("deleting")
+    why = pod.not_held(gate)  # a finished pod still counts here, unlike in the allocator
+    if why is not None:
+        return NotOurs(why)
     missing: list[str] = []
     names: list[str] = []
     for pc in pod.resource_claims:
@@ -82,7 +79,7 @@ def readiness(tracker: Tracker, key: NamespacedName, gate: str = DRACO_GATE) -> 
         if claim.allocation is None:
             missing.append(f"claim {name} is not allocated")
             continue
-        if not any(r.is_pod and r.uid == pod.meta.uid for r in claim.reserved_for):
+        if not claim.reserved_for_pod(pod.meta.uid):
             missing.append(f"claim {name} is allocated but not reserved for this pod")
             continue
         ns = claim.allocation.node_selector

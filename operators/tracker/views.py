@@ -16,14 +16,14 @@ from operators.model import (
     NodePlacement,
     PoolID,
 )
-from operators.model.devices import NO_PLACEMENT
+from operators.model.devices import NO_PLACEMENT, KeyedByDeviceID
 from operators.tracker.overlay import DeviceContribution
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
-class DeviceView:
+class DeviceView(KeyedByDeviceID):
     """A device as draco's controllers see it: published device + overlays.
 
     `device` is the device as its driver published it; None for an allocated device
@@ -47,18 +47,6 @@ class DeviceView:
     @property
     def published(self) -> bool:
         return self.device is not None
-
-    @property
-    def driver(self) -> str:
-        return self.id.driver
-
-    @property
-    def pool(self) -> str:
-        return self.id.pool
-
-    @property
-    def name(self) -> str:
-        return self.id.device
 
     @property
     def placement(self) -> NodePlacement:

@@ -10,17 +10,16 @@ under a write, and claims already allocated only reserved.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
-from allocator_fake_api import CLAIMS, FakeAPI
 
 from operators.allocator.claim_writer import FINALIZER
 from operators.allocator.controller import CONDITION, AllocatorController, AllocatorSettings
 from operators.allocator.pod_claims import GATE
 from operators.cli.state import build_tracker
 from operators.tracker import Tracker
+from tests.fake_api import CLAIMS, ControllerScenario, FakeAPI, run
 
 NS = "ns"
 DRIVER = "gpu.example.com"
@@ -78,11 +77,11 @@ def node(name: str, **labels: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
-class Scenario:
+class Scenario(ControllerScenario):
     def __init__(self, objects: list[dict[str, Any]], nodes: tuple[str, ...] = ("node-0",)) -> None:
         self.now = 1000.0
         self.api = FakeAPI()
-        self.api.nodes = [node(n) for n in nodes]
+        self.api.nodes = {n: node(n) for n in nodes}
         for obj in objects:
             if obj["kind"] in ("Pod", "ResourceClaim"):
                 self.api.add(obj)
@@ -93,15 +92,6 @@ class Scenario:
         self.controller = AllocatorController(
             self.tracker, self.api, AllocatorSettings(report_interval=60.0),  # type: ignore[arg-type]
             monotonic=lambda: self.now)
-
-    async def step(self) -> float:
-        delay = await self.controller.step()
-        while self.controller.tasks:
-            await asyncio.gather(*list(self.controller.tasks))
-        return delay
-
-    def feed(self, obj: dict[str, Any], etype: str = "MODIFIED") -> None:
-        self.tracker.apply({"type": etype, "object": obj})
 
     def echo(self, name: str) -> None:
         """The watch event of the claim as the fake API stores it now."""
@@ -115,16 +105,12 @@ class Scenario:
         return alloc["devices"]["results"][0]["device"] if alloc else None
 
     def condition(self, name: str) -> dict[str, Any] | None:
-        stored = self.api.objects[f"/api/v1/namespaces/{NS}/pods/{name}"]
+        stored = self.api.pod(NS, name)
         return next((c for c in stored.get("status", {}).get("conditions", [])
                      if c["type"] == CONDITION), None)
 
     def warnings(self) -> list[str]:
         return [e["reason"] for e in self.api.events if e["type"] == "Warning"]
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 def test_a_gated_pods_claim_is_allocated_and_reserved_as_kube_scheduler_writes_it() -> None:
@@ -193,7 +179,7 @@ def test_a_node_appearing_is_a_device_view_change() -> None:
 def test_the_pods_node_selector_limits_the_nodes() -> None:
     s = Scenario([gpu_class(), slice_("node-0", "d0"), slice_("node-1", "d1"),
                   pod("a", "c", node_selector={"pool": "blue"}), claim("c")], nodes=())
-    s.api.nodes = [node("node-0", pool="red"), node("node-1", pool="blue")]
+    s.api.nodes = {"node-0": node("node-0", pool="red"), "node-1": node("node-1", pool="blue")}
     run(s.step())
     assert s.device_of("c") == "d1"
 
@@ -218,9 +204,9 @@ def test_a_stale_copy_or_a_conflict_is_recovered_from_by_reading_again() -> None
     def concurrent(_: str) -> None:  # another writer, just before each of our next two writes
         s.api.touch(path, lambda c: c["metadata"].setdefault("labels", {}).update(team=teams.pop(0)))
         if teams:
-            s.api.before_put = concurrent
+            s.api.before_write = concurrent
 
-    s.api.before_put = concurrent
+    s.api.before_write = concurrent
     run(s.step())
     stored = s.claim("c")
     assert stored["metadata"]["labels"] == {"team": "y"}  # the other writers' changes kept
@@ -240,7 +226,7 @@ def test_a_claim_allocated_elsewhere_meanwhile_is_left_and_the_pod_decided_again
         s.api.touch(path, lambda c: c.update(status={"allocation": {"devices": {"results": [
             {"request": "gpu", "driver": DRIVER, "pool": "node-0", "device": "d1"}]}}}))
 
-    s.api.before_put = someone_else
+    s.api.before_write = someone_else
     run(s.step())
     assert s.device_of("c") == "d1"  # theirs, untouched
     assert len(s.controller.holds) == 0  # d0 is free again
@@ -252,7 +238,7 @@ def test_a_claim_allocated_elsewhere_meanwhile_is_left_and_the_pod_decided_again
 
 def test_a_failed_write_releases_its_hold_and_is_retried_later() -> None:
     s = Scenario([gpu_class(), slice_("node-0", "d0"), pod("a", "c"), claim("c")])
-    s.api.fail_puts = 2  # the fast path's patch, then the careful path's update
+    s.api.fail_writes = 2  # the fast path's patch, then the careful path's update
     run(s.step())
     assert s.device_of("c") is None
     assert len(s.controller.holds) == 0

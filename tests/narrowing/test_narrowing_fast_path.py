@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import copy
 
-from narrowing_fake_api import PODS
 from test_narrowing_loop import NS, PIN_0, Scenario, claim, pod, run
 from test_narrowing_nodes_loop import TAINT, node
 
 from operators.narrowing import DRACO_GATE
+from tests.fake_api import PODS
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def synced(s: Scenario) -> Scenario:
     """The tracker sees the pods as stored, resourceVersions included (as the watch does)."""
-    for stored in s.api.pods.values():
+    for stored in s.api.objects.values():
         s.feed(copy.deepcopy(stored))
     return s
 

@@ -7,18 +7,17 @@ when narrowing is impossible or claims stay unallocated, and work per event.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from narrowing_fake_api import PODS, FakeAPI
 
 from operators.cli.state import build_tracker
 from operators.kube.supervision import error_count
 from operators.narrowing import DRACO_GATE
 from operators.narrowing.controller import CONDITION, NarrowingController, NarrowingSettings
 from operators.tracker import Tracker
+from tests.fake_api import PODS, ControllerScenario, FakeAPI, run
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NS = "ns"
@@ -63,37 +62,24 @@ def claim(name: str, *, node_selector: dict[str, Any] | None = None, allocated: 
             "status": status}
 
 
-class Scenario:
+class Scenario(ControllerScenario):
     def __init__(self, objects: list[dict[str, Any]], *, timeout: float = 300.0) -> None:
         self.now = T0 + timedelta(seconds=10)
         self.tracker: Tracker = build_tracker(objects)
         self.api = FakeAPI()
         for obj in objects:
             if obj["kind"] == "Pod":
-                self.api.add_pod(obj)
+                self.api.add(obj)
         self.controller = NarrowingController(
             self.tracker, self.api, NarrowingSettings(timeout=timeout),  # type: ignore[arg-type]
             clock=lambda: self.now)
 
-    async def step(self) -> float:
-        delay = await self.controller.step()
-        while self.controller.tasks:
-            await asyncio.gather(*list(self.controller.tasks))
-        return delay
-
-    def feed(self, obj: dict[str, Any], etype: str = "MODIFIED") -> None:
-        self.tracker.apply({"type": etype, "object": obj})
-
     def stored(self, name: str) -> dict[str, Any]:
-        return self.api.pods[f"{PODS}{NS}/pods/{name}"]
+        return self.api.pod(NS, name)
 
     def condition(self, name: str) -> dict[str, Any] | None:
         conds = self.stored(name).get("status", {}).get("conditions", [])
         return next((c for c in conds if c["type"] == CONDITION), None)
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 def test_a_ready_pod_is_narrowed_and_ungated_in_one_put() -> None:
@@ -173,7 +159,7 @@ def test_a_409_rereads_and_recomputes_from_the_fresh_pod() -> None:
     def concurrent(_: str) -> None:  # another controller adds its gate between our GET and PUT
         s.api.touch(path, lambda p: p["spec"]["schedulingGates"].append({"name": "example.com/late"}))
 
-    s.api.before_put = concurrent
+    s.api.before_write = concurrent
     run(s.step())
     methods = [(m, p) for m, p, _ in s.api.calls if p == path]
     assert methods == [("GET", path), ("PUT", path), ("GET", path), ("PUT", path)]
@@ -188,7 +174,7 @@ def test_a_pod_deleted_or_ungated_meanwhile_is_left_alone() -> None:
                   ])
     s.feed(claim("c2", node_selector=PIN_0, reserved_for="u-b"), "ADDED")
     s.feed(pod("b", claims=("c2",), uid="u-b"))
-    del s.api.pods[f"{PODS}{NS}/pods/a"]  # deleted on the server; the watch has not told us yet
+    del s.api.objects[f"{PODS}{NS}/pods/a"]  # deleted on the server; the watch has not told us yet
     s.api.touch(f"{PODS}{NS}/pods/b", lambda p: p["spec"].update(schedulingGates=[]))  # ungated by someone
     run(s.step())
     assert s.api.puts() == [] and s.api.events == []
@@ -273,18 +259,7 @@ def test_a_node_pinned_allocation_gives_the_chosen_node_when_the_exact_narrowing
 
 def test_a_failed_write_is_retried_after_the_backoff() -> None:
     s = Scenario([pod("a"), claim("c", node_selector=PIN_0, reserved_for="u-a")])
-    real = s.api.request
-    failures = [500]
-
-    async def flaky(method: str, path: str, body: Any = None, content_type: str = "") -> Any:
-        if method == "PUT" and failures:
-            failures.pop()
-            s.api.calls.append((method, path, body))
-            from operators.kube.client import Response
-            return Response(503, {"message": "unavailable"})
-        return await real(method, path, body, content_type)
-
-    s.api.request = flaky  # type: ignore[method-assign]
+    s.api.fail_writes = 1
 
     async def go() -> float:
         await s.step()  # the PUT fails (the real loop is woken to re-plan)
