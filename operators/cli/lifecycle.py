@@ -105,8 +105,7 @@ class Process:
             return True, "standby"
         if self.gate.done.is_set():
             return True, ""
-        missing = {k: len(v) for k, v in self.gate.expected.items() if v}
-        return False, f"initial sync: waiting for {missing}" if missing else "initial sync not done"
+        return False, f"initial sync: {self.gate.missing()}"
 
     def loops(self) -> tuple[bool, str]:
         if not self.acting():

@@ -77,18 +77,29 @@ def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iter
     return seen
 
 
+def retry_delay(attempt: int) -> float:
+    """Seconds before listing a kind again after `attempt` failed lists (0-based)."""
+    return float(min(30, 2 ** attempt))
+
+
 class SyncGate:
     """Holds controllers back until kopf's initial listing reached the tracker.
 
     kopf's watch streams deliver the initial state object by object with no
     end-of-list marker; a controller that decided before all kinds arrived could see a
-    rule but not yet its pods. Upstream waits for informer sync; draco lists each kind
-    once at startup and waits until the feed has delivered every object of that list
-    (objects deleted meanwhile are released when their DELETED event arrives).
+    rule but not yet its pods, or (the allocator) a device free whose claim it has not
+    seen yet. Upstream waits for informer sync with no time limit; so does draco: each
+    kind is listed once at startup (a failed list is retried with backoff) and the gate
+    opens when the feed has delivered every object of those lists (objects deleted
+    meanwhile are released when their DELETED event arrives). While it waits, /readyz
+    and a warning every `warn_every` seconds say what is missing.
     """
+
+    warn_every = 30.0
 
     def __init__(self) -> None:
         self.expected: dict[str, set[tuple[str, str]]] = {}
+        self.failing: dict[str, str] = {}  # kind -> why its list failed, while it is retried
         self.primed = asyncio.Event()
         self.done = asyncio.Event()
 
@@ -104,37 +115,78 @@ class SyncGate:
         if self.primed.is_set() and not any(self.expected.values()):
             self.done.set()
 
-    async def prime(self, kinds: Iterable[str], client: Any, seen: Mapping[str, set[tuple[str, str]]]) -> None:
-        for kind in kinds:
-            group, version, plural = WATCHED[kind]
-            # A list that fails (no credentials, a garbled answer) leaves that kind
-            # unawaited: the controllers start late rather than never.
-            with guarded("feed", "initial-sync", kind=kind):
-                if version:
-                    prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
-                    resp = await client.get(f"{prefix}/{plural}")
-                else:  # a kind the server may not serve at all (upstream's rule before 1.37):
-                    # listed, not looked up, so missing RBAC shows as a 403 where it matters
-                    for candidate in UPSTREAM_RULE_VERSIONS:
-                        resp = await client.get(f"/apis/{group}/{candidate}/{plural}")
-                        if resp.status != 404:
-                            break
-                    if resp.status == 404:
-                        continue  # not served: nothing to wait for
-                if not resp.ok:
-                    log.warning("cannot list for the initial sync", kind=kind, status=resp.status)
+    def missing(self) -> str:
+        """What the gate still waits for, in words (readiness and the warning)."""
+        parts = [f"cannot list {kind} ({why}; retrying)" for kind, why in sorted(self.failing.items())]
+        waiting = {k: len(v) for k, v in sorted(self.expected.items()) if v}
+        if waiting:
+            parts.append(f"waiting for {waiting}")
+        return "; ".join(parts) or "initial lists not done"
+
+    async def prime(self, kinds: Iterable[str], client: Any, seen: Mapping[str, set[tuple[str, str]]],
+                    delay: Callable[[int], float] = retry_delay) -> None:
+        pending = list(kinds)
+        attempt = 0
+        while pending:
+            failed = []
+            for kind in pending:
+                keys = await self._list(kind, client)
+                if isinstance(keys, str):
+                    failed.append(kind)
+                    if self.failing.get(kind) != keys:
+                        log.warning("cannot list for the initial sync; retrying", kind=kind, error=keys)
+                    self.failing[kind] = keys
                     continue
-                keys = {((i.get("metadata") or {}).get("namespace") or "", (i.get("metadata") or {}).get("name") or "")
-                        for i in (resp.body or {}).get("items") or [] if isinstance(i, Mapping)}
-                self.expected[kind] = keys - seen.get(kind, set())
+                self.failing.pop(kind, None)
+                if keys is not None:
+                    self.expected[kind] = keys - seen.get(kind, set())
+            pending = failed
+            if pending:
+                await asyncio.sleep(delay(attempt))
+                attempt += 1
         self.primed.set()
         self._check()
 
-    async def wait(self, timeout: float = 30.0) -> bool:
+    async def _list(self, kind: str, client: Any) -> set[tuple[str, str]] | str | None:
+        """The keys of `kind`'s list; None when the server does not serve that kind; the
+        reason as a string when the list failed."""
+        group, version, plural = WATCHED[kind]
         try:
-            await asyncio.wait_for(self.done.wait(), timeout)
-            return True
-        except TimeoutError:
-            log.warning("initial sync incomplete; continuing", missing={
-                k: len(v) for k, v in self.expected.items() if v})
-            return False
+            if version:
+                prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+                resp = await client.get(f"{prefix}/{plural}")
+            else:  # a kind the server may not serve at all (upstream's rule before 1.37):
+                # listed, not looked up, so missing RBAC shows as a 403 where it matters
+                for candidate in UPSTREAM_RULE_VERSIONS:
+                    resp = await client.get(f"/apis/{group}/{candidate}/{plural}")
+                    if resp.status != 404:
+                        break
+                if resp.status == 404:
+                    return None
+        except Exception as exc:  # no credentials, a connection refused: retried like a 5xx
+            return f"{type(exc).__name__}: {exc}"
+        if resp.status == 404 and group == "resource.draco.dev":
+            return "HTTP 404: draco's CRDs are not installed; kubectl apply -f crds/"
+        if not resp.ok:
+            return f"HTTP {resp.status}"
+        items = (resp.body or {}).get("items") if isinstance(resp.body, Mapping) else None
+        if not isinstance(items, list):
+            return "the answer has no items list"
+        return {((i.get("metadata") or {}).get("namespace") or "", (i.get("metadata") or {}).get("name") or "")
+                for i in items if isinstance(i, Mapping)}
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Until the initial sync is done (True), or `timeout` seconds (False); warns
+        every `warn_every` seconds meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while not self.done.is_set():
+            left = self.warn_every if deadline is None else min(self.warn_every, deadline - loop.time())
+            try:
+                await asyncio.wait_for(self.done.wait(), max(left, 0))
+            except TimeoutError:
+                if deadline is not None and loop.time() >= deadline:
+                    log.warning("initial sync incomplete", missing=self.missing())
+                    return False
+                log.warning("initial sync incomplete; the controllers wait for it", missing=self.missing())
+        return True

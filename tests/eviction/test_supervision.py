@@ -289,16 +289,58 @@ def test_the_tracker_feed_skips_an_event_it_cannot_take() -> None:
     assert gate.done.is_set()  # the skipped object does not hold the initial sync back
 
 
-def test_an_initial_sync_list_that_raises_releases_the_gate() -> None:
+def test_an_initial_sync_list_that_fails_is_retried_and_holds_the_gate_until_it_succeeds() -> None:
+    """Deciding without every claim (a 403, a refused connection) could give one device to
+    two claims, so the gate stays shut and says why until the list succeeds."""
     from operators.kube.feed import SyncGate
 
-    class Broken:
+    answers: list[Any] = [RuntimeError("injected: no credentials"), Response(403, {}),
+                          Response(200, {"items": [{"metadata": {"namespace": "ns", "name": "p"}}]})]
+    waits: list[float] = []
+    states: list[str] = []
+
+    class Flaky:
         async def get(self, path: str) -> Response:
-            raise RuntimeError("injected: no credentials")
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
 
     gate = SyncGate()
-    asyncio.run(gate.prime(["Pod"], Broken(), {}))
+
+    def delay(attempt: int) -> float:
+        waits.append(attempt)
+        states.append(gate.missing())
+        assert not gate.primed.is_set() and not gate.done.is_set()
+        return 0.0
+
+    asyncio.run(gate.prime(["Pod"], Flaky(), {}, delay=delay))
+    assert waits == [0, 1]
+    assert states == ["cannot list Pod (RuntimeError: injected: no credentials; retrying)",
+                      "cannot list Pod (HTTP 403; retrying)"]
+    # listed at last: the gate now waits for the feed to deliver that pod
+    assert gate.primed.is_set() and not gate.done.is_set()
+    assert gate.missing() == "waiting for {'Pod': 1}"
+    gate.observe("Pod", {"metadata": {"namespace": "ns", "name": "p"}})
     assert gate.done.is_set()
+
+
+def test_waiting_for_the_initial_sync_has_no_time_limit_by_default() -> None:
+    from operators.kube.feed import SyncGate
+
+    gate = SyncGate()
+    gate.warn_every = 0.01
+
+    async def scenario() -> tuple[bool, bool]:
+        waiter = asyncio.create_task(gate.wait())
+        await asyncio.sleep(0.1)  # several warning periods: still waiting
+        still = not waiter.done()
+        gate.primed.set()
+        gate._check()
+        return still, await waiter
+
+    assert asyncio.run(scenario()) == (True, True)
+    assert asyncio.run(SyncGate().wait(timeout=0.02)) is False
 
 
 def test_a_restarted_loop_hears_tracker_changes_again() -> None:
