@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from operators.cli.operator_thread import OperatorThread
 from tests.e2e.backends import HACK_CLUSTER, Backend, EmbeddedBackend, RealBackend, RealCluster
+from tests.operator_threads import operator_threads
 
 
 @pytest.fixture(scope="session")
@@ -97,14 +97,4 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 @pytest.fixture
 def operator(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Start `draco run`'s controllers in a thread against the backend; stopped afterwards."""
-    monkeypatch.setenv("KUBECONFIG", str(backend.kubeconfig))
-    started: list[OperatorThread] = []
-
-    def start(controllers: tuple[str, ...], settings: Any) -> OperatorThread:
-        op = OperatorThread(list(controllers), settings).start()
-        started.append(op)
-        return op
-
-    yield start
-    for op in started:
-        op.stop()
+    yield from operator_threads(backend.kubeconfig, monkeypatch)

@@ -290,19 +290,9 @@ def operator_134(real: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _operator(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from operators.cli.operator_thread import OperatorThread
+    from tests.operator_threads import operator_threads
 
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    started: list[OperatorThread] = []
-
-    def start(controllers: tuple[str, ...], settings: Any) -> OperatorThread:
-        op = OperatorThread(list(controllers), settings).start()
-        started.append(op)
-        return op
-
-    yield start
-    for op in started:
-        op.stop()
+    yield from operator_threads(kubeconfig, monkeypatch)
 
 
 # ------------------------------------------------------------------ migration

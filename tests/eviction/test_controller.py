@@ -13,6 +13,7 @@ import pytest
 from operators.apiserver.testing import EmbeddedCluster, Kubectl, wait_for
 from operators.cli.operator_thread import OperatorThread
 from tests.apiserver.http import call
+from tests.operator_threads import operator_threads
 
 RULES = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
 SETTINGS = SimpleNamespace(qps=200.0, burst=400, eviction_workers=10, grace_period=1.0,
@@ -21,17 +22,14 @@ SETTINGS = SimpleNamespace(qps=200.0, burst=400, eviction_workers=10, grace_peri
 
 @pytest.fixture
 def operator(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
-    started: list[OperatorThread] = []
+    threads = operator_threads(cluster.kubeconfig, monkeypatch)
+    start_thread = next(threads)
 
     def start(settings: Any = SETTINGS, controllers: tuple[str, ...] = ("eviction",)) -> OperatorThread:
-        op = OperatorThread(list(controllers), settings).start()
-        started.append(op)
-        return op
+        return start_thread(controllers, settings)
 
     yield start
-    for op in started:
-        op.stop()
+    next(threads, None)
 
 
 def make_devices(cluster: EmbeddedCluster, devices: list[str]) -> None:
