@@ -297,7 +297,6 @@ def test_sigterm_stops_promptly_releases_the_lease_and_the_standby_takes_over_at
 # --------------------------------------------------------------------------- allocation
 
 CLAIMS = 60
-NODES = ("node-0", "node-1", "node-2", "node-3")
 HA_DRIVER = "gpu.ha.example.com"
 HA_CLASS = "ha-gpu"
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
@@ -313,8 +312,11 @@ def allocation_fixture(b: RealBackend, devices: int) -> None:
     b.create("/apis/resource.k8s.io/v1/deviceclasses", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": HA_CLASS},
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{HA_DRIVER}"'}}]}})
-    for n, node in enumerate(NODES):
-        names = [f"gpu-{i}" for i in range(devices) if i % len(NODES) == n]
+    # the cluster's own kwok nodes, however many it was started with (CI's has 2)
+    nodes = sorted(n["metadata"]["name"] for n in (b.get("/api/v1/nodes") or {}).get("items") or [])
+    assert nodes, "the test cluster has no nodes"
+    for n, node in enumerate(nodes):
+        names = [f"gpu-{i}" for i in range(devices) if i % len(nodes) == n]
         b.create("/apis/resource.k8s.io/v1/resourceslices", {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{b.ns}-{node}"},
             "spec": {"driver": HA_DRIVER, "nodeName": node,
