@@ -96,6 +96,7 @@ class SyncGate:
     """
 
     warn_every = 30.0
+    recheck_after = 5.0  # seconds before listing again the kinds whose objects are still awaited
 
     def __init__(self) -> None:
         self.expected: dict[str, set[tuple[str, str]]] = {}
@@ -146,6 +147,21 @@ class SyncGate:
                 attempt += 1
         self.primed.set()
         self._check()
+        await self._forget_the_deleted(client, delay)
+
+    async def _forget_the_deleted(self, client: Any, delay: Callable[[int], float]) -> None:
+        """An object deleted after draco's list but before kopf's watch listed is never
+        delivered, neither added nor deleted; so while objects are still awaited, list
+        their kinds again and stop awaiting what the server no longer has."""
+        attempt = 0
+        while not self.done.is_set():
+            await asyncio.sleep(max(delay(attempt), self.recheck_after))
+            attempt += 1
+            for kind in [k for k, v in self.expected.items() if v]:
+                keys = await self._list(kind, client)
+                if isinstance(keys, set):
+                    self.expected[kind] &= keys
+            self._check()
 
     async def _list(self, kind: str, client: Any) -> set[tuple[str, str]] | str | None:
         """The keys of `kind`'s list; None when the server does not serve that kind; the
