@@ -7,7 +7,12 @@ pod to the chosen node and removes the gate; nothing here touches the pod's spec
 
 Per gated pod: its unallocated claims are allocated together on one node, among the
 nodes the pod may use (its nodeSelector and required node affinity) and that every
-claim already allocated accepts; claims allocated already are reserved for the pod.
+claim already allocated accepts, less those kube-scheduler would never put it on
+(cordoned, or with a NoSchedule/NoExecute taint the pod does not tolerate: its
+NodeUnschedulable and TaintToleration filters, `operators.model.nodes`); claims
+allocated already are reserved for the pod. The node cache (labels, taints, cordon)
+comes from one listing and a Node watch; a change of any of those wakes the pods
+waiting for a node.
 Each claim is written as kube-scheduler writes it (`claim_writer`). Decisions run one
 at a time in the loop; the writes run beside it (`workers` at once).
 
@@ -54,8 +59,8 @@ from prometheus_client import Counter
 from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker
 from operators.allocator.claim_writer import WriteResult, pod_reference, write_claim
 from operators.allocator.holds import DEFAULT_TTL, Holds, InUse
-from operators.allocator.inventory import NodeInfo, inventory_from_tracker
-from operators.allocator.nodes import NodeIndex, Placement, place
+from operators.allocator.inventory import inventory_from_tracker
+from operators.allocator.nodes import NodeIndex, Placement, place, schedulable
 from operators.allocator.pod_claims import (
     GATE,
     Blocked,
@@ -72,6 +77,7 @@ from operators.kube.pod_reports import PodReporter, Reported
 from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, NamespacedName
+from operators.model.nodes import NodeInfo, parse_node
 from operators.tracker import Change, Tracker
 
 log = structlog.get_logger("draco.allocator")
@@ -120,7 +126,7 @@ class AllocatorController(KeyedPassLoop):
         self.retry_at: dict[NamespacedName, float] = {}
         self.stale: set[NamespacedName] = set()  # the last write found its claim changed
         self.reported: dict[NamespacedName, Reported] = {}
-        self.nodes: dict[str, dict[str, str]] = {}
+        self.nodes: dict[str, NodeInfo] = {}  # labels, taints, cordon
         self.nodes_listed = False
         self._index: NodeIndex | None = None
         self._classes: dict[str, DeviceClass] = {}
@@ -163,17 +169,16 @@ class AllocatorController(KeyedPassLoop):
         self.pending.update(self.unsatisfied)
 
     def node_event(self, etype: str, body: Mapping[str, Any]) -> None:
-        """A Node watch event: where devices can be used changed."""
-        meta = body.get("metadata") or {}
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
+        """A Node watch event: where devices can be used, or which pods a node takes,
+        changed (labels, taints, cordon; heartbeats and status updates change nothing)."""
+        node = parse_node(body)
+        if not node.name:
             return
         if etype == "DELETED":
-            changed = self.nodes.pop(name, None) is not None
+            changed = self.nodes.pop(node.name, None) is not None
         else:
-            labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-            changed = self.nodes.get(name) != labels
-            self.nodes[name] = labels
+            changed = self.nodes.get(node.name) != node
+            self.nodes[node.name] = node
         if changed:
             self._index = None
             self._view_changed()
@@ -186,10 +191,11 @@ class AllocatorController(KeyedPassLoop):
                         status=resp.status)
             return
         for item in resp.body.get("items") or []:
-            meta = item.get("metadata") or {} if isinstance(item, Mapping) else {}
-            name = meta.get("name")
-            if isinstance(name, str) and name not in self.nodes:
-                self.nodes[name] = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+            if not isinstance(item, Mapping):
+                continue
+            node = parse_node(item)
+            if node.name and node.name not in self.nodes:
+                self.nodes[node.name] = node
         self.nodes_listed = True
         self._index = None
 
@@ -277,15 +283,16 @@ class AllocatorController(KeyedPassLoop):
 
     def _place(self, work: Work) -> Placement:
         index = self._node_index()
-        allowed = [n for n in index.nodes if node_fits(work.pod, n.name, dict(n.labels), work.allocated)]
+        fitting = [n for n in index.nodes if node_fits(work.pod, n.name, n.labels, work.allocated)]
+        allowed, refused = schedulable(fitting, [work.pod.tolerations])
         view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
         view.nodes = allowed
         return place(list(work.pending), view, self._classes, self._current_in_use(),
-                     self.settings.budget)
+                     self.settings.budget, refused=refused)
 
     def _node_index(self) -> NodeIndex:
         if self._index is None:
-            nodes = [NodeInfo(name, labels) for name, labels in sorted(self.nodes.items())]
+            nodes = [node for _, node in sorted(self.nodes.items())]
             self._index = NodeIndex(inventory_from_tracker(self.tracker), nodes)
             self._classes = {c.name: c for c in self.tracker.device_classes()}
         return self._index

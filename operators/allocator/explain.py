@@ -10,8 +10,10 @@ attribute a `matchAttribute` constraint of the request needs. What survives is
 compete for devices or in constraint values that disagree.
 
 When no node fits, `no_node_fits` says first how the candidate nodes fell away (none
-to try, the whole cluster short of devices, nodes reaching no devices or too few, nodes
-searched without a fit), then what the explain over the whole cluster shows.
+to try; nodes kube-scheduler would not put the pod on, cordoned or with a taint it does
+not tolerate, named; the whole cluster short of devices; nodes reaching no devices or
+too few; nodes searched without a fit), then what the explain over the whole cluster
+shows.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from operators.allocator.requests import (
 )
 from operators.allocator.search import selectors_match, taint_blocks
 from operators.model import DeviceClass, DeviceID, ResourceClaim
+from operators.model.nodes import NodeTaint
 
 MAX_CEL_ERRORS = 5
+NAMED_NODES = 3  # refused nodes named in a reason; the rest are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,28 +190,62 @@ def reason_from(explained: Sequence[ClaimExplain]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class RefusedNode:
+    """A node the pod's selectors allow but kube-scheduler would never put the pod on (its
+    NodeUnschedulable or TaintToleration filter), so no device there is allocated for it."""
+
+    name: str
+    taint: NodeTaint | None = None  # the untolerated taint; None: cordoned
+
+    @property
+    def cordoned(self) -> bool:
+        return self.taint is None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeFunnel:
     """How the candidate nodes fell away in a search that found no node."""
 
-    nodes: int  # the candidate nodes (those the pod may use)
+    nodes: int  # the candidate nodes (those the pod may use), refused ones included
     cluster_short: bool = False  # all devices together are too few: no node was looked at
     unreached: int = 0  # nodes that reach none of the devices
     too_few: int = 0  # nodes reaching too few free, matching, tolerated devices for a request
     searched: int = 0  # nodes searched in full without a fit
+    refused: tuple[RefusedNode, ...] = ()  # cordoned, or with a taint the pod does not tolerate
 
     def summary(self) -> str:
         if self.nodes == 0:
             return ("no node to try (none known, or none that the pod's node selector, "
                     "node affinity and already allocated claims allow)")
         nodes = _counted(self.nodes, "node", "nodes")
+        refused = self._refused()
         if self.cluster_short:
-            return f"no node fits ({nodes}; the whole cluster has too few devices for a request)"
-        parts = [_counted(n, singular, plural) for n, singular, plural in (
+            tail = "the whole cluster has too few devices for a request"
+            return f"no node fits ({nodes}: {', '.join(refused)}; {tail})" if refused \
+                else f"no node fits ({nodes}; {tail})"
+        parts = refused + [_counted(n, singular, plural) for n, singular, plural in (
             (self.unreached, "reaches no devices", "reach no devices"),
             (self.too_few, "reaches too few free, matching, tolerated devices for a request",
              "reach too few free, matching, tolerated devices for a request"),
             (self.searched, "searched without a fit", "searched without a fit")) if n]
         return f"no node fits ({nodes}: {', '.join(parts)})" if parts else f"no node fits ({nodes})"
+
+    def _refused(self) -> list[str]:
+        """The nodes kube-scheduler's filters rule out, in the words `kubectl` uses."""
+        parts = []
+        tainted = [r for r in self.refused if not r.cordoned]
+        if tainted:
+            shown = ", ".join(f"{r.taint} on {r.name}" for r in tainted[:NAMED_NODES])
+            more = f", and {len(tainted) - NAMED_NODES} more" if len(tainted) > NAMED_NODES else ""
+            parts.append(_counted(len(tainted), "has a taint the pod does not tolerate",
+                                  "have a taint the pod does not tolerate") + f" ({shown}{more})")
+        cordoned = [r.name for r in self.refused if r.cordoned]
+        if cordoned:
+            shown = ", ".join(cordoned[:NAMED_NODES])
+            more = f", and {len(cordoned) - NAMED_NODES} more" if len(cordoned) > NAMED_NODES else ""
+            parts.append(_counted(len(cordoned), "is cordoned", "are cordoned")
+                         + f" (spec.unschedulable: {shown}{more})")
+        return parts
 
 
 def _counted(n: int, singular: str, plural: str) -> str:
@@ -226,6 +264,7 @@ def no_node_fits(funnel: NodeFunnel, explained: Sequence[ClaimExplain] | None) -
     if funnel.searched:  # what the searches met: competition or constraints
         return f"{where}: {reason_from(explained)}"
     if funnel.too_few:
+        which = "no single node that takes the pod" if funnel.refused else "no single node"
         return (f"{where}; the cluster as a whole has enough devices for every request, "
-                "but no single node reaches them")
+                f"but {which} reaches them")
     return where

@@ -26,17 +26,10 @@ from operators.model import (
     PoolID,
     ResourceSlice,
 )
+from operators.model.nodes import NodeInfo  # the node tried: placement reads name and labels
 from operators.tracker import Tracker
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
-    """The node an allocation is tried on: its name and labels are all placement reads."""
-
-    name: str
-    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True, slots=True)

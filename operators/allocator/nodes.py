@@ -5,6 +5,12 @@ node; its allocation holds wherever the pod lands), then the nodes by name. Each
 candidate gets a full `allocate` of all the pod's claims together; the feasible ones
 are scored and picked as `scoring` describes (ties to the earliest tried).
 
+Nodes that kube-scheduler's NodeUnschedulable or TaintToleration filter rules out for
+the pod (`schedulable`) are no candidates: kube-scheduler never allocates devices for a
+node it filtered out. When every node the pod may use is ruled out, "no node" is not
+tried either (upstream allocates only for a node that passed its filters), and the
+reason names those nodes.
+
 What keeps this fast on 1,000+ nodes without changing the answer:
 - each node is searched over only the pools it can reach (an index by node name, with
   selector and allNodes pools added), which the search would otherwise filter;
@@ -26,12 +32,12 @@ effect and deterministic.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from operators.allocator.allocate import AllocationOutcome, allocate
-from operators.allocator.explain import NodeFunnel, explain, no_node_fits
+from operators.allocator.explain import NodeFunnel, RefusedNode, explain, no_node_fits
 from operators.allocator.inventory import (
     Candidate,
     Inventory,
@@ -44,6 +50,7 @@ from operators.allocator.requests import AllocationError, Wanted, wanted_for_cla
 from operators.allocator.scoring import normalize, pick, rank_bound, raw_score
 from operators.allocator.search import selectors_match, taint_blocks
 from operators.model import DeviceClass, DeviceID, NodePlacement, ResourceClaim
+from operators.model.nodes import PodToleration, cordoned, untolerated_taint
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +186,33 @@ def _cluster_wide(inventory: Inventory) -> Inventory:
         for p in inventory)
 
 
+def schedulable(nodes: Iterable[NodeInfo], tolerations: Sequence[Sequence[PodToleration]],
+                ) -> tuple[list[NodeInfo], list[RefusedNode]]:
+    """The nodes that every pod (one toleration list per pod) may be scheduled on, and
+    those kube-scheduler's filters rule out: NodeUnschedulable (a cordon) first, then
+    TaintToleration (the first untolerated NoSchedule or NoExecute taint), its order."""
+    allowed: list[NodeInfo] = []
+    refused: list[RefusedNode] = []
+    for node in nodes:
+        if not node.unschedulable and not node.taints:
+            allowed.append(node)  # the common case, without looking at tolerations
+            continue
+        why: RefusedNode | None = None
+        for tols in tolerations:
+            if cordoned(node, tols):
+                why = RefusedNode(node.name)
+                break
+            taint = untolerated_taint(node, tols)
+            if taint is not None:
+                why = RefusedNode(node.name, taint)
+                break
+        if why is None:
+            allowed.append(node)
+        else:
+            refused.append(why)
+    return allowed, refused
+
+
 def place(
     claims: Sequence[ResourceClaim],
     index: NodeIndex,
@@ -188,16 +222,32 @@ def place(
     *,
     only: NodeInfo | None = None,
     with_explain: bool = True,
+    refused: Sequence[RefusedNode] = (),
 ) -> Placement:
-    """Allocate the pod's `claims` on the best candidate; `only`: try that node alone."""
+    """Allocate the pod's `claims` on the best candidate; `only`: try that node alone.
+
+    `refused`: the nodes the pod may use by its selectors that `schedulable` ruled out
+    (not in `index.nodes`); they only count in the reason when nothing fits.
+    """
     deadline = time.monotonic() + budget_s
     # Problems independent of any node (missing class, > 32 results, bad constraints)
     # come first and are the verdict, as upstream fails the pod on them.
     checked = allocate(claims, None, (), classes, in_use, budget_s, with_explain=False)
     if checked.status == "error":
         return Placement(checked)
+    if only is not None:
+        ruled_out = tuple(r for r in refused if r.name == only.name)
+        if ruled_out:
+            return Placement(AllocationOutcome("unsatisfiable", reason=no_node_fits(
+                NodeFunnel(1, refused=ruled_out), None)))
     plan = [wanted_for_claim(ci, c, classes) for ci, c in enumerate(claims)]
-    candidates: list[NodeInfo | None] = [only] if only is not None else [None, *index.nodes]
+    candidates: list[NodeInfo | None]
+    if only is not None:
+        candidates = [only]
+    elif refused and not index.nodes:
+        candidates = []  # every node the pod may use refuses it: "no node" would not help
+    else:
+        candidates = [None, *index.nodes]
     all_ranks = _ranks(plan, None, index.matcher, in_use)
     ceiling = rank_bound(all_ranks) if all_ranks is not None else 0
     raw: dict[str | None, int] = {}
@@ -240,7 +290,8 @@ def place(
         if best >= ceiling:
             break
     if not outcomes:
-        funnel = NodeFunnel(len(index.nodes), all_ranks is None, unreached, too_few, searched)
+        funnel = NodeFunnel(len(index.nodes) + len(refused), all_ranks is None, unreached, too_few,
+                            searched, tuple(refused))
         return Placement(_nothing_fits(claims, index, classes, in_use, funnel, with_explain),
                          tried=tried)
     chosen = pick(order, raw)

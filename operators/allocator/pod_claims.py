@@ -18,6 +18,7 @@ upstream's limit), makes the pod unschedulable, as upstream reports it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from operators.model import NamespacedName, Pod, ResourceClaim
@@ -111,10 +112,11 @@ def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE) -> PodWork
     return Work(uid, pod, tuple(pending), tuple(reserve), tuple(allocated), frozenset(generated))
 
 
-def node_fits(pod: Pod, name: str, labels: dict[str, str] | None,
+def node_fits(pod: Pod, name: str, labels: Mapping[str, str] | None,
               allocated: tuple[ResourceClaim, ...]) -> bool:
     """Whether the pod may run on the node: its nodeSelector and required node affinity,
-    and every existing allocation's node selector (what kube-scheduler checks too)."""
+    and every existing allocation's node selector (what kube-scheduler checks too).
+    Taints and cordons are `nodes.schedulable`'s."""
     lab = labels or {}
     if any(lab.get(k) != v for k, v in pod.node_selector.items()):
         return False

@@ -14,6 +14,13 @@ the ResourceSlices name). The best KEP-4816 score wins (upstream's scoring and
 normalization); ties go to the candidate tried first, so "no node" for claims that do
 not depend on a node.
 
+When Pods in the input use the claims, a node that one of those pods may not be
+scheduled on is no candidate, as for the allocator controller: a cordoned node
+(spec.unschedulable) or one with a NoSchedule or NoExecute taint the pod does not
+tolerate (kube-scheduler's NodeUnschedulable and TaintToleration filters); when that
+leaves no node, the reason names them. Claims no Pod in the input uses are placed as
+before, whatever the taints (whose tolerations would count is unknown).
+
 A claim that cannot be allocated is a result (`allocated: false` with the reason and,
 where the search got that far, the explain per request), and the exit code is 0.
 """
@@ -21,7 +28,8 @@ where the search got that far, the explain per request), and the exit code is 0.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Sequence
+import copy
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from operators.allocator import (
@@ -31,13 +39,14 @@ from operators.allocator import (
     in_use_from_tracker,
     inventory_from_tracker,
 )
-from operators.allocator.nodes import NodeIndex, Placement, place
+from operators.allocator.nodes import NodeIndex, Placement, place, schedulable
 from operators.allocator.results import config_to_api
 from operators.cli.inputs import UsageError
 from operators.cli.output import emit, render_table, warn
 from operators.cli.state import add_source_options, load_state
 from operators.cli.upstream_taints import add_upstream
-from operators.model import AllocationResult, DeviceID, NamespacedName, ResourceClaim
+from operators.model import AllocationResult, DeviceClass, DeviceID, NamespacedName, ResourceClaim
+from operators.model.nodes import PodToleration, parse_node
 from operators.tracker import Tracker
 
 
@@ -66,16 +75,17 @@ def register(subparsers: Any) -> None:
 # -- inputs -------------------------------------------------------------------------------
 
 def nodes_from(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list[NodeInfo]:
-    """Node objects of the input; without any, the nodes the slices name (no labels)."""
+    """Node objects of the input (labels, taints, cordon); without any, the nodes the
+    slices name (no labels, no taints)."""
     nodes: dict[str, NodeInfo] = {}
     for obj in objects:
         if obj.get("kind") != "Node":
             continue
         md = obj.get("metadata") or {}
-        name = md.get("name")
-        labels = md.get("labels") or {}
-        if isinstance(name, str) and name and isinstance(labels, dict):
-            nodes[name] = NodeInfo(name, {str(k): str(v) for k, v in labels.items()})
+        if isinstance(md.get("labels") or {}, dict):
+            parsed = parse_node(obj)
+            if parsed.name:
+                nodes[parsed.name] = parsed
     if not nodes:
         for s in tracker.resource_slices():
             if s.node_name:
@@ -84,6 +94,12 @@ def nodes_from(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list[Node
                 if d.placement.node_name:
                     nodes.setdefault(d.placement.node_name, NodeInfo(d.placement.node_name))
     return sorted(nodes.values(), key=lambda n: n.name)
+
+
+def pods_tolerations(tracker: Tracker, claims: Iterable[ResourceClaim]) -> list[tuple[PodToleration, ...]]:
+    """The tolerations of each unfinished pod of the input that uses one of the claims."""
+    keys = sorted({k for c in claims for k in tracker.pods_of_claim(NamespacedName(c.namespace, c.name))})
+    return [p.tolerations for k in keys if (p := tracker.pod(k)) is not None and not p.terminal]
 
 
 def claims_in_order(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list[ResourceClaim]:
@@ -153,6 +169,20 @@ def _taken(allocation: AllocationResult) -> list[DeviceID]:
 
 # -- the command --------------------------------------------------------------------------
 
+def _place(claims: Sequence[ResourceClaim], tracker: Tracker, index: NodeIndex,
+           classes: Mapping[str, DeviceClass], in_use: set[DeviceID], budget_s: float,
+           only: NodeInfo | None) -> Placement:
+    tolerations = pods_tolerations(tracker, claims)
+    if not tolerations:
+        return place(claims, index, classes, in_use, budget_s, only=only)
+    allowed, refused = schedulable(index.nodes, tolerations)
+    if only is not None:
+        _, refused = schedulable([only], tolerations)
+    view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
+    view.nodes = allowed
+    return place(claims, view, classes, in_use, budget_s, only=only, refused=refused)
+
+
 def _record_placement(placed: Placement, pending: Sequence[ResourceClaim],
                       out: dict[str, Any], in_use: set[DeviceID]) -> None:
     for i, claim in enumerate(pending):
@@ -191,10 +221,10 @@ def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequen
             pending.append(claim)
             out[_label(claim)] = None  # keeps the input order
         else:
-            placed = place([claim], index, classes, in_use, budget_s, only=only)
+            placed = _place([claim], tracker, index, classes, in_use, budget_s, only)
             _record_placement(placed, [claim], out, in_use)
     if pending:
-        placed = place(pending, index, classes, in_use, budget_s, only=only)
+        placed = _place(pending, tracker, index, classes, in_use, budget_s, only)
         _record_placement(placed, pending, out, in_use)
     return {"claims": out}
 

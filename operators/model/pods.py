@@ -1,4 +1,5 @@
-"""The parts of a Pod draco reads: its claims, placement directives, gates and phase."""
+"""The parts of a Pod draco reads: its claims, placement directives (node selector,
+affinity, tolerations of node taints), gates and phase."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from operators.model import fields as f
 from operators.model.errors import FieldError
 from operators.model.meta import NamespacedName, NamespacedObject, ObjectMeta
+from operators.model.nodes import PodToleration, parse_tolerations
 from operators.model.selectors import NodeSelector, parse_node_selector
 
 
@@ -59,6 +61,7 @@ class Pod(NamespacedObject):
     phase: str = ""
     resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
     extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
+    tolerations: tuple[PodToleration, ...] = ()  # spec.tolerations (node taints, not devices')
 
     @property
     def terminal(self) -> bool:
@@ -198,4 +201,5 @@ def parse_pod(meta: ObjectMeta, spec: Mapping[str, Any], status: Mapping[str, An
         phase=phase,
         resource_claim_statuses=statuses,
         extended_resource_claim_status=ext,
+        tolerations=parse_tolerations(spec.get("tolerations")),
     )

@@ -50,8 +50,9 @@ from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
 from operators.model import NamespacedName, Pod
 from operators.model.fields import thaw
+from operators.model.nodes import NodeInfo, parse_node
 from operators.narrowing.narrow import DRACO_GATE, CannotNarrow, Narrowed, NarrowingResult, narrow
-from operators.narrowing.nodes import NodeInfo, parse_node, refusal
+from operators.narrowing.nodes import refusal
 from operators.narrowing.readiness import NotOurs, Ready, Waiting, readiness
 from operators.tracker import Change, Tracker
 

@@ -16,70 +16,30 @@ cache not loaded) are no reason to hold: the pod goes to kube-scheduler as befor
 Resources, ports and pod (anti-)affinity are left to kube-scheduler: they change as pods
 come and go, while taints and cordons are an administrator's standing decision.
 
-Toleration matching (a pod's `spec.tolerations`): an empty effect matches every effect;
-an empty key matches every key (the API allows that only with Exists); Exists matches any
-value, Equal (or no operator) the same value; Gt and Lt (alpha in Kubernetes 1.35,
-KEP-5471) compare the values as integers: Gt tolerates a taint whose value is greater than
-the toleration's, Lt one whose value is smaller. Any other operator tolerates nothing.
+The taint, toleration and cordon rules themselves are kube-scheduler's, shared with the
+allocator: `operators.model.nodes`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from operators.model import FieldError, NodeSelector
+from operators.model.nodes import (
+    UNSCHEDULABLE_KEY,
+    NodeInfo,
+    NodeTaint,
+    PodToleration,
+    parse_node,
+    parse_tolerations,
+    untolerated,
+)
 from operators.model.selectors import parse_node_selector
 
-SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
-UNSCHEDULABLE_KEY = "node.kubernetes.io/unschedulable"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 NAMED_IN_MESSAGE = 3
-
-
-@dataclass(frozen=True, slots=True)
-class NodeTaint:
-    key: str
-    value: str = ""
-    effect: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.key}{'=' + self.value if self.value else ''}:{self.effect}"
-
-
-@dataclass(frozen=True, slots=True)
-class PodToleration:
-    key: str = ""
-    operator: str = ""
-    value: str = ""
-    effect: str = ""
-
-    def tolerates(self, taint: NodeTaint) -> bool:
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.key and self.key != taint.key:
-            return False
-        if self.operator == "Exists":
-            return True
-        if self.operator in ("", "Equal"):
-            return self.value == taint.value
-        if self.operator in ("Gt", "Lt"):
-            mine, theirs = _integer(self.value), _integer(taint.value)
-            if mine is None or theirs is None:
-                return False
-            return theirs > mine if self.operator == "Gt" else theirs < mine
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
-    """What scheduling filters read from a Node: name, labels, taints, cordon."""
-
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    taints: tuple[NodeTaint, ...] = ()
-    unschedulable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,38 +49,6 @@ class Refusal:
     reason: str  # UntoleratedNodeTaint | NodeUnschedulable
     message: str
     nodes: tuple[str, ...]
-
-
-def parse_node(body: Mapping[str, Any]) -> NodeInfo:
-    meta = body.get("metadata") or {}
-    spec = body.get("spec") or {}
-    labels = meta.get("labels") or {}
-    taints = tuple(NodeTaint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
-                   for t in spec.get("taints") or [] if isinstance(t, Mapping))
-    return NodeInfo(str(meta.get("name") or ""),
-                    {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {},
-                    taints, bool(spec.get("unschedulable")))
-
-
-def parse_tolerations(items: Iterable[Any] | None) -> tuple[PodToleration, ...]:
-    return tuple(PodToleration(str(t.get("key") or ""), str(t.get("operator") or ""),
-                               str(t.get("value") or ""), str(t.get("effect") or ""))
-                 for t in items or () if isinstance(t, Mapping))
-
-
-def untolerated(node: NodeInfo, tolerations: Sequence[PodToleration]) -> NodeTaint | None:
-    """The first taint that keeps the pod off the node (scheduling effects only), or None.
-
-    A cordon counts as the taint `node.kubernetes.io/unschedulable:NoSchedule`.
-    """
-    for taint in node.taints:
-        if taint.effect in SCHEDULING_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
-            return taint
-    if node.unschedulable:
-        cordon = NodeTaint(UNSCHEDULABLE_KEY, "", "NoSchedule")
-        if not any(t.tolerates(cordon) for t in tolerations):
-            return cordon
-    return None
 
 
 def accepts(node: NodeInfo, node_selector: Mapping[str, str], required: NodeSelector | None) -> bool:
@@ -179,8 +107,6 @@ def _candidates(required: NodeSelector | None, nodes: Mapping[str, NodeInfo]) ->
     return nodes.values()
 
 
-def _integer(value: str) -> int | None:
-    try:
-        return int(value)
-    except ValueError:
-        return None
+
+__all__ = ["NodeInfo", "NodeTaint", "PodToleration", "Refusal", "accepts", "parse_node",
+           "parse_tolerations", "refusal", "untolerated"]

@@ -41,7 +41,8 @@ def slice_(node: str, *devices: str, generation: int = 1) -> dict[str, Any]:
 
 
 def pod(name: str, *claims: str, gates: tuple[str, ...] = (GATE,), template: bool = False,
-        node_selector: dict[str, str] | None = None) -> dict[str, Any]:
+        node_selector: dict[str, str] | None = None,
+        tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulingGates": [{"name": g} for g in gates],
         "containers": [{"name": "c", "image": "i"}],
@@ -49,6 +50,8 @@ def pod(name: str, *claims: str, gates: tuple[str, ...] = (GATE,), template: boo
                            {"name": f"r{i}", "resourceClaimName": c} for i, c in enumerate(claims)]}
     if node_selector:
         spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": NS, "uid": f"u-{name}",
                          "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -73,8 +76,19 @@ def claim(name: str, *, allocated_device: str | None = None, reserved_for: str |
             "status": status}
 
 
-def node(name: str, **labels: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+def node(name: str, *, taints: list[dict[str, str]] | None = None, cordoned: bool = False,
+         heartbeat: str = "", **labels: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    if cordoned:
+        spec["unschedulable"] = True
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "spec": spec, "status": {"conditions": [
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]}}
+
+
+MAINT = {"key": "node.example.com/maint", "value": "x", "effect": "NoSchedule"}
 
 
 class Scenario(ControllerScenario):
@@ -318,5 +332,50 @@ def test_taking_a_device_does_not_wake_waiting_pods_but_freeing_one_does() -> No
     s.feed(pod("a", "ca"), "DELETED")  # a went away, and its claim was deallocated
     s.api.touch(f"{CLAIMS}{NS}/resourceclaims/ca", lambda c: c.update(status={}))
     s.echo("ca")
+    run(s.step())
+    assert s.device_of("cb") == "d0"
+
+
+def test_a_tainted_node_gets_no_devices_until_the_taint_goes_and_only_that_wakes_the_pod() -> None:
+    s = Scenario([gpu_class(), slice_("node-0", "d0"), pod("a", "c"), claim("c")], nodes=())
+    s.api.nodes = {"node-0": node("node-0", taints=[MAINT])}
+    run(s.step())
+    assert s.device_of("c") is None
+    cond = s.condition("a")
+    assert cond is not None and (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+    assert ("no node fits (1 node: 1 has a taint the pod does not tolerate "
+            "(node.example.com/maint=x:NoSchedule on node-0))") in cond["message"]
+    assert s.warnings() == ["Unschedulable"]
+    decided = s.controller.decisions
+    s.controller.node_event("MODIFIED", node("node-0", taints=[MAINT], heartbeat="later"))
+    run(s.step())
+    assert s.controller.decisions == decided  # a heartbeat changes nothing a pod waits for
+    s.controller.node_event("MODIFIED", node("node-0"))  # the taint removed
+    run(s.step())
+    assert s.device_of("c") == "d0"
+    cond = s.condition("a")
+    assert cond is not None and (cond["status"], cond["reason"]) == ("True", "Allocated")
+
+
+def test_a_toleration_lets_the_pod_use_the_tainted_node() -> None:
+    tolerating = pod("a", "c", tolerations=[{"key": "node.example.com/maint", "operator": "Equal",
+                                             "value": "x", "effect": "NoSchedule"}])
+    s = Scenario([gpu_class(), slice_("node-0", "d0"), tolerating, claim("c")], nodes=())
+    s.api.nodes = {"node-0": node("node-0", taints=[MAINT])}
+    run(s.step())
+    assert s.device_of("c") == "d0"
+
+
+def test_a_cordoned_node_is_passed_over_and_uncordoning_wakes_the_pod() -> None:
+    s = Scenario([gpu_class(), slice_("node-0", "d0"), slice_("node-1", "e0"),
+                  pod("a", "ca"), claim("ca"), pod("b", "cb"), claim("cb")], nodes=())
+    s.api.nodes = {"node-0": node("node-0", cordoned=True), "node-1": node("node-1")}
+    run(s.step())
+    # pod a (first: equally old, then by name) gets node-1's device, though node-0 comes
+    # first by name: it is cordoned; pod b finds nothing left on a node that takes it
+    assert (s.device_of("ca"), s.device_of("cb")) == ("e0", None)
+    cond = s.condition("b")
+    assert cond is not None and "1 is cordoned (spec.unschedulable: node-0)" in cond["message"]
+    s.controller.node_event("MODIFIED", node("node-0"))  # uncordoned
     run(s.step())
     assert s.device_of("cb") == "d0"

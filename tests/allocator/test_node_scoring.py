@@ -8,21 +8,34 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.allocator import NodeInfo
-from operators.allocator.nodes import NodeIndex, place
+from operators.allocator.nodes import NodeIndex, place, schedulable
 from operators.allocator.scoring import normalize, pick
+from operators.model.nodes import parse_node, parse_tolerations
 from tests.allocator.build import case_inputs
 from tests.allocator.test_allocation_table import _results
 
 CASES: list[dict[str, Any]] = yaml.safe_load(Path(__file__).with_name("node_cases.yaml").read_text())
 
 
+def node_api(n: dict[str, Any]) -> dict[str, Any]:
+    """A table node as the API serves it: labels, taints, cordon."""
+    spec: dict[str, Any] = {}
+    if n.get("taints"):
+        spec["taints"] = n["taints"]
+    if n.get("unschedulable"):
+        spec["unschedulable"] = True
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n["name"], "labels": n.get("labels", {})},
+            "spec": spec}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_node_cases(case: dict[str, Any]) -> None:
     claims, _, inventory, classes, in_use = case_inputs(case)
-    nodes = [NodeInfo(n["name"], n.get("labels", {})) for n in case["nodes"]]
+    nodes = [parse_node(node_api(n)) for n in case["nodes"]]
     only = next((n for n in nodes if n.name == case["only"]), None) if "only" in case else None
-    placed = place(claims, NodeIndex(inventory, nodes), classes, in_use, 10.0, only=only)
+    allowed, refused = schedulable(nodes, [parse_tolerations(case.get("tolerations", []))])
+    placed = place(claims, NodeIndex(inventory, allowed), classes, in_use, 10.0, only=only,
+                   refused=refused)
     expect = case["expect"]
     assert placed.outcome.status == expect["status"], placed.outcome.reason
     assert placed.node == expect["node"]

@@ -24,6 +24,12 @@ driver (cases with such pools run after the others, in a round of their own). dr
 reads every object the cluster holds at the time, as kube-scheduler does. Table node
 `node-1` is the cluster's node-1 and `node-2` its node-0.
 
+Node taints and cordons (node cases with `taints`/`unschedulable` on a node and the
+pod's `tolerations`): node taints are cluster-wide, so each such case runs in a round of
+its own after the others, with the taints set on the real nodes before its pod exists
+and removed after; the pods go into draco's input too, so that `draco allocate` filters
+nodes by the pod's tolerations as the allocator controller does.
+
 Not expressible upstream, hence not compared: a time budget (draco's own), no node
 (kube-scheduler always allocates for a node) and draco's tolerations annotation.
 """
@@ -45,6 +51,7 @@ import pytest
 import yaml
 
 from operators.allocator import DEFAULT_BUDGET_S
+from operators.apiserver.testing import wait_for
 from operators.cli.allocate import document
 from operators.cli.main import build_parser, main
 from operators.cli.state import load_state
@@ -90,6 +97,11 @@ def not_expressible(case: Mapping[str, Any]) -> str | None:
 def unscoped(case: Mapping[str, Any]) -> bool:
     """Whether a class the case uses has no selectors (it would see other cases' devices)."""
     return any(not c.get("selectors") for c in case.get("classes", []))
+
+
+def taints_nodes(case: Mapping[str, Any]) -> bool:
+    """Whether the case taints or cordons a node (which every other pod would see)."""
+    return any(n.get("taints") or n.get("unschedulable") for n in case.get("nodes", []))
 
 
 def spoils_all(case: Mapping[str, Any]) -> bool:
@@ -196,6 +208,7 @@ def create_case(backend: RealBackend, t: Translated) -> None:
 def pod(t: Translated) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": t.pod_name},
             "spec": {**({"nodeSelector": {"kubernetes.io/hostname": t.node}} if t.node else {}),
+                     **({"tolerations": t.case["tolerations"]} if t.case.get("tolerations") else {}),
                      "terminationGracePeriodSeconds": 0,
                      "resourceClaims": [{"name": f"c{i}", "resourceClaimName": n}
                                         for i, n in enumerate(t.claim_names)],
@@ -249,7 +262,9 @@ def run_round(backend: RealBackend, cases: list[Translated]) -> Answers:
             list(pool.map(lambda t: create_case(backend, t), cases))
         live = [t for t in cases if t.refused is None]
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda t: backend.create(pods_path, pod(t)), live))
+            created = list(pool.map(lambda t: backend.create(pods_path, pod(t)), live))
+        for t, body in zip(live, created, strict=True):
+            t.created.append(body)  # draco reads the pod's tolerations from its input
         names = {t.pod_name for t in live}
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not names <= answers.verdicts.keys():
@@ -348,6 +363,35 @@ def labelled(backend: RealBackend, cases: list[Translated]) -> Iterator[None]:
                                 {"metadata": {"labels": dict.fromkeys(node_labels)}})
 
 
+@contextlib.contextmanager
+def tainted(backend: RealBackend, cases: list[Translated]) -> Iterator[None]:
+    """The case's node taints and cordons on the real nodes (one tainting case per round),
+    removed afterwards; nothing for the other rounds."""
+    nodes = [n for t in cases if taints_nodes(t.case) for n in t.case["nodes"]]
+    if not nodes:
+        yield
+        return
+    assert len(cases) == 1, "a round that taints nodes has one case"
+    for n in nodes:
+        backend.merge_patch(f"/api/v1/nodes/{NODES[n['name']]}", {"spec": {
+            "taints": n.get("taints") or None, "unschedulable": n.get("unschedulable") or None}})
+    # kube-scheduler must have seen the Node updates before the pod arrives: its informer
+    # is milliseconds behind; a second is plenty on this machine.
+    time.sleep(1.0)
+    try:
+        yield
+    finally:
+        for n in nodes:
+            backend.merge_patch(f"/api/v1/nodes/{NODES[n['name']]}",
+                                {"spec": {"taints": None, "unschedulable": None}})
+        # uncordoning: the node lifecycle controller removes its unschedulable taint a
+        # moment later; the next round must not see it
+        wait_for(lambda: not any((n.get("spec") or {}).get("taints") or (n.get("spec") or {}).get("unschedulable")
+                                 for n in (backend.get("/api/v1/nodes") or {})["items"]),
+                 30, what="the nodes to be untainted again")
+        time.sleep(1.0)
+
+
 def delete_slices(backend: RealBackend, cases: list[Translated]) -> None:
     for t in cases:
         for sl in t.slices:
@@ -361,10 +405,11 @@ def run_rounds(backend: RealBackend, rounds: list[list[Translated]], done: list[
     """Each round: create, let kube-scheduler decide, ask draco over everything created so
     far; the slices of all but the last `keep_last` rounds are deleted afterwards."""
     mismatches: dict[str, list[str]] = {}
-    nodes = [{"apiVersion": "v1", "kind": "Node", **n}
-             for n in (backend.get("/api/v1/nodes") or {})["items"]]
     for number, cases in enumerate(rounds):
-        answers = run_round(backend, cases)
+        with tainted(backend, cases):
+            nodes = [{"apiVersion": "v1", "kind": "Node", **n}
+                     for n in (backend.get("/api/v1/nodes") or {})["items"]]
+            answers = run_round(backend, cases)
         done += cases
         world = workdir / f"round-{cases[0].prefix}.json"
         world.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + [
@@ -389,7 +434,9 @@ def test_draco_allocates_as_kube_scheduler_137(real_137: RealBackend, tmp_path: 
     assert not any(unscoped(t.case) or spoils_all(t.case) for t in placing)
     done: list[Translated] = []
     with labelled(backend, placing):
-        mismatches = run_rounds(backend, [placing], done, tmp_path, keep_last=0)
+        rounds = [[t for t in placing if not taints_nodes(t.case)]]
+        rounds += [[t] for t in placing if taints_nodes(t.case)]
+        mismatches = run_rounds(backend, rounds, done, tmp_path, keep_last=0)
     translated = [translate(i, c, backend.ns) for i, c in enumerate(CASES)
                   if not_expressible(c) is None]
     rounds = [[t] for t in translated if unscoped(t.case)]

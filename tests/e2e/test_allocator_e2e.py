@@ -5,7 +5,9 @@ device and reserved for the pod, with the delete-protection finalizer; two pods
 competing for the last device, exactly one gets it and the other is told why; a pod
 that cannot be served gets the Event and the DracoAllocation condition and is served
 once a ResourceSlice brings a device; a claim generated from a ResourceClaimTemplate
-is found through the pod's status and allocated.
+is found through the pod's status and allocated; a pod whose only device-bearing node
+carries a NoSchedule taint it does not tolerate gets no device there (the condition
+names the taint) until the taint goes, or at once when it tolerates the taint.
 
 Where the servers differ (tested, not hidden): the embedded server runs no
 kube-controller-manager, so it generates no claims from templates (the test writes
@@ -58,16 +60,20 @@ def claim_body(name: str) -> dict[str, Any]:
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}}}
 
 
-def gated_pod(b: Backend, name: str, claim: str | None = None, template: str | None = None) -> dict[str, Any]:
+def gated_pod(b: Backend, name: str, claim: str | None = None, template: str | None = None,
+              tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     ref: dict[str, Any] = {"name": "gpu"}
     if template:
         ref["resourceClaimTemplateName"] = template
     else:
         ref["resourceClaimName"] = claim
-    return b.create(pods_path(b), {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+    spec: dict[str, Any] = {
         "schedulingGates": [{"name": GATE}], "resourceClaims": [ref],
         "containers": [{"name": "c", "image": "registry.invalid/app",
-                        "resources": {"claims": [{"name": "gpu"}]}}]}})
+                        "resources": {"claims": [{"name": "gpu"}]}}]}
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return b.create(pods_path(b), {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
 
 
 def stored_claim(b: Backend, name: str) -> dict[str, Any]:
@@ -193,3 +199,56 @@ def test_a_pod_deleted_before_ungating_leaves_its_claim_to_the_resource_claim_co
         kept = stored_claim(backend, "gone-gpu")
         assert kept["status"]["allocation"]["devices"]["results"][0]["device"] == "d0"
         assert [r["name"] for r in kept["status"]["reservedFor"]] == ["gone"]
+
+
+MAINT = {"key": "node.example.com/maint", "value": "x", "effect": "NoSchedule"}
+
+
+def set_taints(b: Backend, node: str, taints: list[dict[str, Any]] | None) -> None:
+    b.merge_patch(f"/api/v1/nodes/{node}", {"spec": {"taints": taints}})
+
+
+def test_no_device_on_a_node_whose_taint_the_pod_does_not_tolerate_until_the_taint_goes(
+        backend: Backend, operator: Any) -> None:
+    """kube-scheduler's TaintToleration filter would never let the pod onto node-0, so
+    draco does not allocate its devices there: allocating would leave the pod gated for
+    good. Removing the taint (a Node update, nothing else) serves the pod."""
+    set_taints(backend, "node-0", [MAINT])
+    try:
+        device_class(backend)
+        resource_slice(backend, "node-0", "d0")
+        backend.create(claims_path(backend), claim_body("m-gpu"))
+        pod = gated_pod(backend, "m", "m-gpu")
+        uid = pod["metadata"]["uid"]
+        operator(("allocator",), SETTINGS)
+        wait_for(lambda: "Unschedulable" in warnings_about(backend, uid), 30, what="the Unschedulable Event")
+        cond = wait_for(lambda: condition(backend, "m", "False"), 10, what="the DracoAllocation condition")
+        assert cond["reason"] == "Unschedulable"
+        assert ("1 has a taint the pod does not tolerate (node.example.com/maint=x:NoSchedule on node-0)"
+                in cond["message"]), cond["message"]
+        assert allocated(backend, "m-gpu") is None
+        set_taints(backend, "node-0", None)
+        claim = wait_for(lambda: allocated(backend, "m-gpu"), 30, what="allocation once the taint is gone")
+        assert claim["status"]["allocation"]["devices"]["results"][0]["device"] == "d0"
+        assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "m", "uid": uid}]
+        cleared = wait_for(lambda: condition(backend, "m", "True"), 30, what="the condition to turn True")
+        assert cleared["reason"] == "Allocated"
+    finally:
+        set_taints(backend, "node-0", None)
+
+
+def test_a_pod_tolerating_the_taint_gets_the_device_on_the_tainted_node(
+        backend: Backend, operator: Any) -> None:
+    set_taints(backend, "node-0", [MAINT])
+    try:
+        device_class(backend)
+        resource_slice(backend, "node-0", "d0")
+        backend.create(claims_path(backend), claim_body("tol-gpu"))
+        pod = gated_pod(backend, "tol", "tol-gpu", tolerations=[
+            {"key": "node.example.com/maint", "operator": "Exists", "effect": "NoSchedule"}])
+        operator(("allocator",), SETTINGS)
+        claim = wait_for(lambda: allocated(backend, "tol-gpu"), 30, what="the claim to be allocated")
+        assert claim["status"]["allocation"]["devices"]["results"][0]["device"] == "d0"
+        assert warnings_about(backend, pod["metadata"]["uid"]) == []
+    finally:
+        set_taints(backend, "node-0", None)

@@ -1,5 +1,6 @@
 """Which nodes take a narrowed pod: kube-scheduler's TaintToleration and NodeUnschedulable
-filters, as tables (toleration x taint -> tolerated; pod x nodes -> held or not)."""
+filters, as a table (pod x nodes -> held or not). Toleration matching and the filters
+themselves are shared with the allocator and pinned in tests/model/test_model_node_taints.py."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from operators.model import nodes as shared
 from operators.narrowing.nodes import (
     NodeInfo,
     NodeTaint,
@@ -14,77 +16,9 @@ from operators.narrowing.nodes import (
     parse_node,
     parse_tolerations,
     refusal,
-    untolerated,
 )
 
 GPU = NodeTaint("example.com/gpu", "a100", "NoSchedule")
-
-# (toleration, taint, tolerated)
-TOLERATES = [
-    # Equal (also the default operator) compares the value
-    (PodToleration("example.com/gpu", "Equal", "a100", "NoSchedule"), GPU, True),
-    (PodToleration("example.com/gpu", "", "a100", "NoSchedule"), GPU, True),
-    (PodToleration("example.com/gpu", "Equal", "h100", "NoSchedule"), GPU, False),
-    (PodToleration("example.com/gpu", "Equal", "", "NoSchedule"), GPU, False),
-    (PodToleration("example.com/gpu", "Equal", "", "NoSchedule"),
-     NodeTaint("example.com/gpu", "", "NoSchedule"), True),
-    # Exists ignores the value
-    (PodToleration("example.com/gpu", "Exists", "", "NoSchedule"), GPU, True),
-    (PodToleration("example.com/other", "Exists", "", "NoSchedule"), GPU, False),
-    # an empty key with Exists matches every key
-    (PodToleration("", "Exists", "", ""), GPU, True),
-    (PodToleration("", "Exists", "", "NoExecute"), GPU, False),
-    (PodToleration("", "Exists", "", "NoSchedule"), GPU, True),
-    # an empty effect matches every effect; a given one only itself
-    (PodToleration("example.com/gpu", "Exists", "", ""), GPU, True),
-    (PodToleration("example.com/gpu", "Exists", "", ""),
-     NodeTaint("example.com/gpu", "", "NoExecute"), True),
-    (PodToleration("example.com/gpu", "Exists", "", "NoExecute"), GPU, False),
-    (PodToleration("example.com/gpu", "Exists", "", "PreferNoSchedule"), GPU, False),
-    # Gt / Lt (1.35 alpha): integer comparison of the taint's value with the toleration's
-    (PodToleration("example.com/score", "Gt", "800", "NoSchedule"),
-     NodeTaint("example.com/score", "1000", "NoSchedule"), True),
-    (PodToleration("example.com/score", "Gt", "800", "NoSchedule"),
-     NodeTaint("example.com/score", "500", "NoSchedule"), False),
-    (PodToleration("example.com/score", "Lt", "5", "NoSchedule"),
-     NodeTaint("example.com/score", "2", "NoSchedule"), True),
-    (PodToleration("example.com/score", "Lt", "5", "NoSchedule"),
-     NodeTaint("example.com/score", "5", "NoSchedule"), False),
-    (PodToleration("example.com/score", "Gt", "1", "NoSchedule"),
-     NodeTaint("example.com/score", "many", "NoSchedule"), False),
-    # an unknown operator tolerates nothing
-    (PodToleration("example.com/gpu", "Matches", "a100", "NoSchedule"), GPU, False),
-]
-
-
-@pytest.mark.parametrize(("toleration", "taint", "tolerated"), TOLERATES)
-def test_toleration_matching(toleration: PodToleration, taint: NodeTaint, tolerated: bool) -> None:
-    assert toleration.tolerates(taint) is tolerated
-
-
-# (node taints, unschedulable, pod tolerations, the taint that keeps the pod off or None)
-FILTER = [
-    ((), False, (), None),
-    ((GPU,), False, (), GPU),
-    ((NodeTaint("a", "", "NoExecute"),), False, (), NodeTaint("a", "", "NoExecute")),
-    # PreferNoSchedule is a preference, not a filter
-    ((NodeTaint("a", "", "PreferNoSchedule"),), False, (), None),
-    ((GPU,), False, (PodToleration("example.com/gpu", "Exists"),), None),
-    ((GPU, NodeTaint("b", "x", "NoExecute")), False, (PodToleration("example.com/gpu", "Exists"),),
-     NodeTaint("b", "x", "NoExecute")),
-    # a cordon is the unschedulable taint, taint or not
-    ((), True, (), NodeTaint("node.kubernetes.io/unschedulable", "", "NoSchedule")),
-    ((), True, (PodToleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"),), None),
-    ((), True, (PodToleration("", "Exists"),), None),
-]
-
-
-@pytest.mark.parametrize(("taints", "cordoned", "tolerations", "keeps_off"), FILTER)
-def test_the_taint_that_keeps_a_pod_off_a_node(taints: tuple[NodeTaint, ...], cordoned: bool,
-                                               tolerations: tuple[PodToleration, ...],
-                                               keeps_off: NodeTaint | None) -> None:
-    node = NodeInfo("n", {}, taints, cordoned)
-    assert untolerated(node, tolerations) == keeps_off
 
 
 def pod(*, required: dict[str, Any] | None = None, node_selector: dict[str, str] | None = None,
@@ -158,3 +92,18 @@ def test_nodes_and_tolerations_are_read_from_api_objects() -> None:
     assert parse_tolerations([{"key": "k", "operator": "Exists", "effect": "NoExecute",
                                "tolerationSeconds": 30}]) == (PodToleration("k", "Exists", "", "NoExecute"),)
     assert str(NodeTaint("k", "v", "NoSchedule")) == "k=v:NoSchedule"
+
+
+def test_narrowing_uses_the_rules_it_shares_with_the_allocator() -> None:
+    assert (NodeInfo, NodeTaint, PodToleration, parse_node) == (
+        shared.NodeInfo, shared.NodeTaint, shared.PodToleration, shared.parse_node)
+    cordoned_and_tainted = {"node-0": NodeInfo("node-0", {}, (GPU,), True)}
+    got = refusal(pod(required=pinned("node-0")), cordoned_and_tainted)
+    assert got is not None and got.reason == "UntoleratedNodeTaint"  # its own taint named first
+    assert got.message == ("no node that can reach the pod's devices takes the pod: node node-0 has "
+                           "the taint example.com/gpu=a100:NoSchedule, which the pod does not tolerate")
+    cordoned = {"node-0": NodeInfo("node-0", {}, (), True)}
+    got = refusal(pod(required=pinned("node-0")), cordoned)
+    assert got is not None and (got.reason, got.message) == (
+        "NodeUnschedulable",
+        "no node that can reach the pod's devices takes the pod: node node-0 is cordoned (spec.unschedulable)")
