@@ -6,10 +6,9 @@ claim of a pod is allocated and reserved for it, the narrowing controller narrow
 pod to the chosen node and removes the gate; nothing here touches the pod's spec.
 
 Per gated pod: its unallocated claims are allocated together on one node, among the
-nodes the pod may use (its nodeSelector and required node affinity) and that every
-claim already allocated accepts, less those kube-scheduler would never put it on
-(cordoned, or with a NoSchedule/NoExecute taint the pod does not tolerate: its
-NodeUnschedulable and TaintToleration filters, `operators.model.nodes`); claims
+nodes kube-scheduler could put the pod on (`nodes.candidate_nodes`: not cordoned, no
+NoSchedule/NoExecute taint the pod does not tolerate, within its nodeSelector and
+required node affinity, and accepted by every claim already allocated); claims
 allocated already are reserved for the pod. The node cache (labels, taints, cordon)
 comes from one listing and a Node watch; a change of any of those wakes the pods
 waiting for a node.
@@ -60,7 +59,7 @@ from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker
 from operators.allocator.claim_writer import WriteResult, pod_reference, write_claim
 from operators.allocator.holds import DEFAULT_TTL, Holds, InUse
 from operators.allocator.inventory import inventory_from_tracker
-from operators.allocator.nodes import NodeIndex, Placement, place, schedulable
+from operators.allocator.nodes import NodeIndex, Placement, PodFit, candidate_nodes, place
 from operators.allocator.pod_claims import (
     GATE,
     Blocked,
@@ -68,7 +67,6 @@ from operators.allocator.pod_claims import (
     NotOurs,
     Waiting,
     Work,
-    node_fits,
     pod_work,
 )
 from operators.kube.client import KubeClient
@@ -283,8 +281,7 @@ class AllocatorController(KeyedPassLoop):
 
     def _place(self, work: Work) -> Placement:
         index = self._node_index()
-        fitting = [n for n in index.nodes if node_fits(work.pod, n.name, n.labels, work.allocated)]
-        allowed, refused = schedulable(fitting, [work.pod.tolerations])
+        allowed, refused = candidate_nodes(index.nodes, [PodFit(work.pod, work.allocated)])
         view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
         view.nodes = allowed
         return place(list(work.pending), view, self._classes, self._current_in_use(),

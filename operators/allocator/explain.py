@@ -10,8 +10,9 @@ attribute a `matchAttribute` constraint of the request needs. What survives is
 compete for devices or in constraint values that disagree.
 
 When no node fits, `no_node_fits` says first how the candidate nodes fell away (none
-to try; nodes kube-scheduler would not put the pod on, cordoned or with a taint it does
-not tolerate, named; the whole cluster short of devices; nodes reaching no devices or
+to try; nodes kube-scheduler would not put the pod on: cordoned or with a taint it does
+not tolerate, named, then those outside the pod's node selector or affinity or an allocated
+claim's node selector, counted; the whole cluster short of devices; nodes reaching no devices or
 too few; nodes searched without a fit), then what the explain over the whole cluster
 shows.
 """
@@ -191,15 +192,19 @@ def reason_from(explained: Sequence[ClaimExplain]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RefusedNode:
-    """A node the pod's selectors allow but kube-scheduler would never put the pod on (its
-    NodeUnschedulable or TaintToleration filter), so no device there is allocated for it."""
+    """A node kube-scheduler would never put the pod on, so no device there is allocated
+    for it: cordoned or with an untolerated taint (NodeUnschedulable, TaintToleration),
+    outside the pod's nodeSelector or required node affinity (NodeAffinity), or outside
+    the node selector of one of the pod's allocated claims (DynamicResources)."""
 
     name: str
-    taint: NodeTaint | None = None  # the untolerated taint; None: cordoned
+    taint: NodeTaint | None = None  # the untolerated taint; None (and not excluded): cordoned
+    excluded: str = ""  # "selector": the pod's node selector or affinity; "claim": an allocated claim's
+    pod: str = ""  # NS/NAME of the pod that refused it, when several pods share the claims
 
     @property
     def cordoned(self) -> bool:
-        return self.taint is None
+        return self.taint is None and not self.excluded
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +238,7 @@ class NodeFunnel:
     def _refused(self) -> list[str]:
         """The nodes kube-scheduler's filters rule out, in the words `kubectl` uses."""
         parts = []
-        tainted = [r for r in self.refused if not r.cordoned]
+        tainted = [r for r in self.refused if r.taint is not None]
         if tainted:
             shown = ", ".join(f"{r.taint} on {r.name}" for r in tainted[:NAMED_NODES])
             more = f", and {len(tainted) - NAMED_NODES} more" if len(tainted) > NAMED_NODES else ""
@@ -245,6 +250,14 @@ class NodeFunnel:
             more = f", and {len(cordoned) - NAMED_NODES} more" if len(cordoned) > NAMED_NODES else ""
             parts.append(_counted(len(cordoned), "is cordoned", "are cordoned")
                          + f" (spec.unschedulable: {shown}{more})")
+        for kind, words in (("selector", "excluded by {} node selector or affinity"),
+                            ("claim", "excluded by the node selector of {} allocated claims")):
+            by_pod: dict[str, int] = {}
+            for r in self.refused:
+                if r.excluded == kind:
+                    by_pod[r.pod] = by_pod.get(r.pod, 0) + 1
+            for pod, n in by_pod.items():
+                parts.append(f"{n} " + words.format(f"pod {pod}'s" if pod else "the pod's"))
         return parts
 
 

@@ -5,9 +5,9 @@ node; its allocation holds wherever the pod lands), then the nodes by name. Each
 candidate gets a full `allocate` of all the pod's claims together; the feasible ones
 are scored and picked as `scoring` describes (ties to the earliest tried).
 
-Nodes that kube-scheduler's NodeUnschedulable or TaintToleration filter rules out for
-the pod (`schedulable`) are no candidates: kube-scheduler never allocates devices for a
-node it filtered out. When every node the pod may use is ruled out, "no node" is not
+Nodes that kube-scheduler's NodeUnschedulable, TaintToleration or NodeAffinity filter,
+or an allocated claim's node selector, rules out for the pod (`candidate_nodes`) are no
+candidates: kube-scheduler never allocates devices for a node it filtered out. When every node the pod may use is ruled out, "no node" is not
 tried either (upstream allocates only for a node that passed its filters), and the
 reason names those nodes.
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from operators.allocator.allocate import AllocationOutcome, allocate
@@ -46,10 +46,11 @@ from operators.allocator.inventory import (
     SliceCandidates,
     placement_matches,
 )
+from operators.allocator.pod_claims import node_misfit
 from operators.allocator.requests import AllocationError, Wanted, wanted_for_claim
 from operators.allocator.scoring import normalize, pick, rank_bound, raw_score
 from operators.allocator.search import selectors_match, taint_blocks
-from operators.model import DeviceClass, DeviceID, NodePlacement, ResourceClaim
+from operators.model import DeviceClass, DeviceID, NodePlacement, Pod, ResourceClaim
 from operators.model.nodes import PodToleration, cordoned, untolerated_taint
 
 
@@ -186,25 +187,61 @@ def _cluster_wide(inventory: Inventory) -> Inventory:
         for p in inventory)
 
 
+def _filtered(node: NodeInfo, tolerations: Sequence[PodToleration]) -> RefusedNode | None:
+    """NodeUnschedulable (a cordon) first, then TaintToleration (the first untolerated
+    NoSchedule or NoExecute taint), kube-scheduler's order."""
+    if cordoned(node, tolerations):
+        return RefusedNode(node.name)
+    taint = untolerated_taint(node, tolerations)
+    return None if taint is None else RefusedNode(node.name, taint)
+
+
 def schedulable(nodes: Iterable[NodeInfo], tolerations: Sequence[Sequence[PodToleration]],
                 ) -> tuple[list[NodeInfo], list[RefusedNode]]:
     """The nodes that every pod (one toleration list per pod) may be scheduled on, and
-    those kube-scheduler's filters rule out: NodeUnschedulable (a cordon) first, then
-    TaintToleration (the first untolerated NoSchedule or NoExecute taint), its order."""
+    those kube-scheduler's NodeUnschedulable or TaintToleration filter rules out."""
     allowed: list[NodeInfo] = []
     refused: list[RefusedNode] = []
     for node in nodes:
         if not node.unschedulable and not node.taints:
             allowed.append(node)  # the common case, without looking at tolerations
             continue
+        why = next((r for tols in tolerations if (r := _filtered(node, tols)) is not None), None)
+        if why is None:
+            allowed.append(node)
+        else:
+            refused.append(why)
+    return allowed, refused
+
+
+@dataclass(frozen=True, slots=True)
+class PodFit:
+    """A pod that will use the claims being allocated, with its claims that are allocated
+    already (their node selectors bind it too)."""
+
+    pod: Pod
+    allocated: tuple[ResourceClaim, ...] = ()
+    label: str = ""  # NS/NAME, named in reasons when several pods share the claims
+
+
+def candidate_nodes(nodes: Iterable[NodeInfo], pods: Sequence[PodFit],
+                    ) -> tuple[list[NodeInfo], list[RefusedNode]]:
+    """The nodes on which every pod may run, and why the others are ruled out: per node
+    and pod, a cordon, then an untolerated taint, then the pod's nodeSelector or required
+    node affinity, then an allocated claim's node selector (kube-scheduler's filter order:
+    NodeUnschedulable, TaintToleration, NodeAffinity, DynamicResources); the first pod,
+    in the given order, that refuses a node is the one named."""
+    allowed: list[NodeInfo] = []
+    refused: list[RefusedNode] = []
+    for node in nodes:
         why: RefusedNode | None = None
-        for tols in tolerations:
-            if cordoned(node, tols):
-                why = RefusedNode(node.name)
-                break
-            taint = untolerated_taint(node, tols)
-            if taint is not None:
-                why = RefusedNode(node.name, taint)
+        for fit in pods:
+            why = _filtered(node, fit.pod.tolerations)
+            if why is None:
+                misfit = node_misfit(fit.pod, node.name, node.labels, fit.allocated)
+                why = None if misfit is None else RefusedNode(node.name, excluded=misfit)
+            if why is not None:
+                why = replace(why, pod=fit.label)
                 break
         if why is None:
             allowed.append(node)
@@ -226,8 +263,9 @@ def place(
 ) -> Placement:
     """Allocate the pod's `claims` on the best candidate; `only`: try that node alone.
 
-    `refused`: the nodes the pod may use by its selectors that `schedulable` ruled out
-    (not in `index.nodes`); they only count in the reason when nothing fits.
+    `refused`: the nodes `candidate_nodes` (or `schedulable`) ruled out for the pod (not in
+    `index.nodes`); they count in the reason when nothing fits, and when they are all
+    the nodes there are, "no node" is not tried either.
     """
     deadline = time.monotonic() + budget_s
     # Problems independent of any node (missing class, > 32 results, bad constraints)

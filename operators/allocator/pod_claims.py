@@ -112,22 +112,31 @@ def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE) -> PodWork
     return Work(uid, pod, tuple(pending), tuple(reserve), tuple(allocated), frozenset(generated))
 
 
-def node_fits(pod: Pod, name: str, labels: Mapping[str, str] | None,
-              allocated: tuple[ResourceClaim, ...]) -> bool:
-    """Whether the pod may run on the node: its nodeSelector and required node affinity,
-    and every existing allocation's node selector (what kube-scheduler checks too).
-    Taints and cordons are `nodes.schedulable`'s."""
+def node_misfit(pod: Pod, name: str, labels: Mapping[str, str] | None,
+                allocated: tuple[ResourceClaim, ...]) -> str | None:
+    """Why the pod may not run on the node, if it may not: "selector" (its nodeSelector
+    or required node affinity, kube-scheduler's NodeAffinity filter) or "claim" (the
+    node selector of one of its allocated claims, the DynamicResources filter), checked
+    in that order as kube-scheduler runs those filters. Taints and cordons are
+    `nodes.schedulable`'s."""
     lab = labels or {}
     if any(lab.get(k) != v for k, v in pod.node_selector.items()):
-        return False
+        return "selector"
     if pod.required_node_affinity is not None and not pod.required_node_affinity.matches(name, lab):
-        return False
+        return "selector"
     for claim in allocated:
         sel = claim.allocation.node_selector if claim.allocation is not None else None
         if sel is not None and not sel.matches(name, lab):
-            return False
-    return True
+            return "claim"
+    return None
+
+
+def node_fits(pod: Pod, name: str, labels: Mapping[str, str] | None,
+              allocated: tuple[ResourceClaim, ...]) -> bool:
+    """Whether the pod may run on the node: its nodeSelector and required node affinity,
+    and every existing allocation's node selector (what kube-scheduler checks too)."""
+    return node_misfit(pod, name, labels, allocated) is None
 
 
 __all__ = ["GATE", "RESERVED_FOR_MAX", "Blocked", "Done", "NotOurs", "PodWork", "Waiting", "Work",
-           "node_fits", "pod_work"]
+           "node_fits", "node_misfit", "pod_work"]

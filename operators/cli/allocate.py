@@ -14,12 +14,15 @@ the ResourceSlices name). The best KEP-4816 score wins (upstream's scoring and
 normalization); ties go to the candidate tried first, so "no node" for claims that do
 not depend on a node.
 
-When Pods in the input use the claims, a node that one of those pods may not be
-scheduled on is no candidate, as for the allocator controller: a cordoned node
-(spec.unschedulable) or one with a NoSchedule or NoExecute taint the pod does not
-tolerate (kube-scheduler's NodeUnschedulable and TaintToleration filters); when that
-leaves no node, the reason names them. Claims no Pod in the input uses are placed as
-before, whatever the taints (whose tolerations would count is unknown).
+When Pods in the input use the claims, the candidates are the nodes the allocator
+controller would consider for them, every one of those pods at once: not cordoned
+(spec.unschedulable), no NoSchedule or NoExecute taint the pod does not tolerate, within
+the pod's spec.nodeSelector and required node affinity, and accepted by the node
+selector of each of the pod's other claims that is allocated (in the input, or earlier
+in this run). When that leaves no node, the reason says how many each of these ruled
+out (naming the pod when several share the claims). Without Node objects in the input
+node labels are unknown, so a pod's label selectors match no node. Claims no Pod in the
+input uses are placed as before, whatever the taints and selectors.
 
 A claim that cannot be allocated is a result (`allocated: false` with the reason and,
 where the search got that far, the explain per request), and the exit code is 0.
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import copy
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from operators.allocator import (
@@ -39,14 +43,14 @@ from operators.allocator import (
     in_use_from_tracker,
     inventory_from_tracker,
 )
-from operators.allocator.nodes import NodeIndex, Placement, place, schedulable
+from operators.allocator.nodes import NodeIndex, Placement, PodFit, candidate_nodes, place
 from operators.allocator.results import config_to_api
 from operators.cli.inputs import UsageError
 from operators.cli.output import emit, render_table, warn
 from operators.cli.state import add_source_options, load_state
 from operators.cli.upstream_taints import add_upstream
 from operators.model import AllocationResult, DeviceClass, DeviceID, NamespacedName, ResourceClaim
-from operators.model.nodes import PodToleration, parse_node
+from operators.model.nodes import parse_node
 from operators.tracker import Tracker
 
 
@@ -96,10 +100,33 @@ def nodes_from(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list[Node
     return sorted(nodes.values(), key=lambda n: n.name)
 
 
-def pods_tolerations(tracker: Tracker, claims: Iterable[ResourceClaim]) -> list[tuple[PodToleration, ...]]:
-    """The tolerations of each unfinished pod of the input that uses one of the claims."""
-    keys = sorted({k for c in claims for k in tracker.pods_of_claim(NamespacedName(c.namespace, c.name))})
-    return [p.tolerations for k in keys if (p := tracker.pod(k)) is not None and not p.terminal]
+def pods_using(tracker: Tracker, claims: Iterable[ResourceClaim],
+               settled: Mapping[NamespacedName, AllocationResult]) -> list[PodFit]:
+    """Each unfinished pod of the input that uses one of the claims, with its other claims
+    that are allocated (in the input, or earlier in this run: `settled`); pods are named
+    in reasons only when there are several."""
+    pending = {NamespacedName(c.namespace, c.name) for c in claims}
+    keys = sorted({k for key in pending for k in tracker.pods_of_claim(key)})
+    fits: list[PodFit] = []
+    for key in keys:
+        pod = tracker.pod(key)
+        if pod is None or pod.terminal:
+            continue
+        allocated: dict[NamespacedName, ResourceClaim] = {}
+        for pc in pod.resource_claims:
+            name = pod.claim_name(pc)
+            ck = NamespacedName(key.namespace, name or "")
+            claim = tracker.claim(ck) if name and ck not in pending else None
+            if claim is None:
+                continue
+            if claim.allocation is None and ck in settled:
+                claim = replace(claim, allocation=settled[ck])
+            if claim.allocation is not None:
+                allocated.setdefault(ck, claim)
+        fits.append(PodFit(pod, tuple(allocated.values()), str(key)))
+    if len(fits) == 1:
+        fits[0] = replace(fits[0], label="")
+    return fits
 
 
 def claims_in_order(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list[ResourceClaim]:
@@ -171,25 +198,26 @@ def _taken(allocation: AllocationResult) -> list[DeviceID]:
 
 def _place(claims: Sequence[ResourceClaim], tracker: Tracker, index: NodeIndex,
            classes: Mapping[str, DeviceClass], in_use: set[DeviceID], budget_s: float,
-           only: NodeInfo | None) -> Placement:
-    tolerations = pods_tolerations(tracker, claims)
-    if not tolerations:
+           only: NodeInfo | None, settled: Mapping[NamespacedName, AllocationResult]) -> Placement:
+    pods = pods_using(tracker, claims, settled)
+    if not pods:
         return place(claims, index, classes, in_use, budget_s, only=only)
-    allowed, refused = schedulable(index.nodes, tolerations)
+    allowed, refused = candidate_nodes(index.nodes, pods)  # the allocator controller's filter
     if only is not None:
-        _, refused = schedulable([only], tolerations)
+        _, refused = candidate_nodes([only], pods)
     view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
     view.nodes = allowed
     return place(claims, view, classes, in_use, budget_s, only=only, refused=refused)
 
 
-def _record_placement(placed: Placement, pending: Sequence[ResourceClaim],
-                      out: dict[str, Any], in_use: set[DeviceID]) -> None:
+def _record_placement(placed: Placement, pending: Sequence[ResourceClaim], out: dict[str, Any],
+                      in_use: set[DeviceID], settled: dict[NamespacedName, AllocationResult]) -> None:
     for i, claim in enumerate(pending):
         if placed.allocated:
             allocation = placed.outcome.allocations[i]
             out[_label(claim)] = allocated_record(allocation, placed.node)
             in_use.update(_taken(allocation))
+            settled[NamespacedName(claim.namespace, claim.name)] = allocation
         else:
             out[_label(claim)] = failed_record(placed.outcome, _label(claim))
 
@@ -214,6 +242,7 @@ def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequen
     out: dict[str, Any] = {}
     selected = [by_key[k] for k in dict.fromkeys(claims)] if claims else ordered
     pending: list[ResourceClaim] = []
+    settled: dict[NamespacedName, AllocationResult] = {}  # allocated in this run
     for claim in selected:
         if claim.allocation is not None:
             out[_label(claim)] = allocated_record(claim.allocation, _pinned_node(claim.allocation))
@@ -221,11 +250,11 @@ def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequen
             pending.append(claim)
             out[_label(claim)] = None  # keeps the input order
         else:
-            placed = _place([claim], tracker, index, classes, in_use, budget_s, only)
-            _record_placement(placed, [claim], out, in_use)
+            placed = _place([claim], tracker, index, classes, in_use, budget_s, only, settled)
+            _record_placement(placed, [claim], out, in_use, settled)
     if pending:
-        placed = _place(pending, tracker, index, classes, in_use, budget_s, only)
-        _record_placement(placed, pending, out, in_use)
+        placed = _place(pending, tracker, index, classes, in_use, budget_s, only, settled)
+        _record_placement(placed, pending, out, in_use, settled)
     return {"claims": out}
 
 

@@ -198,6 +198,18 @@ def test_the_pods_node_selector_limits_the_nodes() -> None:
     assert s.device_of("c") == "d1"
 
 
+def test_when_the_pods_node_selector_leaves_no_node_the_condition_counts_the_excluded_ones() -> None:
+    s = Scenario([gpu_class(), slice_("node-0", "d0"), slice_("node-1", "d1"),
+                  pod("a", "c", node_selector={"pool": "green"}), claim("c")], nodes=())
+    s.api.nodes = {"node-0": node("node-0", pool="red"), "node-1": node("node-1", pool="blue")}
+    run(s.step())
+    assert s.device_of("c") is None
+    cond = s.condition("a")
+    assert cond is not None and (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+    assert ("no node fits (2 nodes: 2 excluded by the pod's node selector or affinity)"
+            in cond["message"])
+
+
 def test_an_allocated_claim_is_only_reserved_and_pins_the_others_node() -> None:
     shared = claim("shared", allocated_device="d0", reserved_for="x")
     s = Scenario([gpu_class(), slice_("node-0", "d0", "d1"), slice_("node-1", "e0"),

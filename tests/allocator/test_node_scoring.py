@@ -8,9 +8,12 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.allocator.nodes import NodeIndex, place, schedulable
+from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, place
 from operators.allocator.scoring import normalize, pick
-from operators.model.nodes import parse_node, parse_tolerations
+from operators.model import Pod
+from operators.model.meta import parse_meta
+from operators.model.nodes import parse_node
+from operators.model.pods import parse_pod
 from tests.allocator.build import case_inputs
 from tests.allocator.test_allocation_table import _results
 
@@ -28,12 +31,22 @@ def node_api(n: dict[str, Any]) -> dict[str, Any]:
             "spec": spec}
 
 
+def case_pod(case: dict[str, Any]) -> Pod:
+    """The pod using the case's claims: its tolerations, nodeSelector and affinity."""
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "i"}],
+                            "tolerations": case.get("tolerations", []),
+                            "nodeSelector": case.get("podNodeSelector", {})}
+    if "podAffinity" in case:
+        spec["affinity"] = case["podAffinity"]
+    return parse_pod(parse_meta({"metadata": {"name": "p", "namespace": "default"}}, namespaced=True), spec, {})
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_node_cases(case: dict[str, Any]) -> None:
     claims, _, inventory, classes, in_use = case_inputs(case)
     nodes = [parse_node(node_api(n)) for n in case["nodes"]]
     only = next((n for n in nodes if n.name == case["only"]), None) if "only" in case else None
-    allowed, refused = schedulable(nodes, [parse_tolerations(case.get("tolerations", []))])
+    allowed, refused = candidate_nodes(nodes, [PodFit(case_pod(case))])  # the controller's filter
     placed = place(claims, NodeIndex(inventory, allowed), classes, in_use, 10.0, only=only,
                    refused=refused)
     expect = case["expect"]

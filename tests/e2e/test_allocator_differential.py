@@ -28,7 +28,9 @@ Node taints and cordons (node cases with `taints`/`unschedulable` on a node and 
 pod's `tolerations`): node taints are cluster-wide, so each such case runs in a round of
 its own after the others, with the taints set on the real nodes before its pod exists
 and removed after; the pods go into draco's input too, so that `draco allocate` filters
-nodes by the pod's tolerations as the allocator controller does.
+nodes by the pod's tolerations as the allocator controller does. Likewise the pod's own
+nodeSelector and required node affinity (node cases with `podNodeSelector`/`podAffinity`,
+over the table's node labels, which `labelled` puts on the real nodes).
 
 Not expressible upstream, hence not compared: a time budget (draco's own), no node
 (kube-scheduler always allocates for a node) and draco's tolerations annotation.
@@ -206,8 +208,11 @@ def create_case(backend: RealBackend, t: Translated) -> None:
 
 
 def pod(t: Translated) -> dict[str, Any]:
+    selector = {**t.case.get("podNodeSelector", {}),
+                **({"kubernetes.io/hostname": t.node} if t.node else {})}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": t.pod_name},
-            "spec": {**({"nodeSelector": {"kubernetes.io/hostname": t.node}} if t.node else {}),
+            "spec": {**({"nodeSelector": selector} if selector else {}),
+                     **({"affinity": t.case["podAffinity"]} if t.case.get("podAffinity") else {}),
                      **({"tolerations": t.case["tolerations"]} if t.case.get("tolerations") else {}),
                      "terminationGracePeriodSeconds": 0,
                      "resourceClaims": [{"name": f"c{i}", "resourceClaimName": n}
