@@ -38,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="draco",
         description=(
             "DRA control-plane operators for GA DRA clusters: device-taint eviction "
-            "(DeviceTaintRule) and ResourceSlicePatch, with offline views of both and of "
-            "what draco would allocate."
+            "(DeviceTaintRule), ResourceSlicePatch, a claim allocator for gated pods and "
+            "gated-pod narrowing, with views of devices, evictions and allocations that also "
+            "read YAML offline."
         ),
     )
     parser.add_argument("--version", action="version", version=f"draco {version()}")

@@ -82,8 +82,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--gate-webhook-keyfile", default=None, metavar="FILE",
                         help="the private key of --gate-webhook-certfile (PEM)")
     parser.add_argument("--gate-webhook-cadump", default=None, metavar="FILE",
-                        help="write the CA bundle the API server must trust (the caBundle of the "
-                             "MutatingWebhookConfiguration, base64-encoded) to this file")
+                        help="write the CA certificate the API server must trust to this file "
+                             "(PEM; base64 of it is the MutatingWebhookConfiguration's caBundle)")
     parser.add_argument("--metrics-port", type=port, default=0, metavar="PORT",
                         help="serve Prometheus metrics on this port, e.g. 8080 (default 0: no metrics server)")
     parser.add_argument("--metrics-address", default="0.0.0.0", metavar="ADDRESS",

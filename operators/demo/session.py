@@ -197,13 +197,21 @@ def _interrupt(*_: Any) -> None:
 def follow_along(say: Narrator, kubeconfig: Path, names: sc.Names, keep: bool, kubectl: str) -> None:
     say.line("Follow along in another terminal" + ("" if keep else " (--keep leaves it running to look around)") + ":")
     ns = names.namespace
+    draco = draco_command()
     say.verbatim("\n".join([
         f"export KUBECONFIG={kubeconfig}",
         f"{kubectl} get resourceclaims,pods -n {ns} -o wide",
         f"{kubectl} get resourceslices,deviceclasses,resourceslicepatches,devicetaintrules",
         f"{kubectl} wait --for=condition=EvictionInProgress=false devicetaintrule/{sc.RULE} --timeout=60s",
-        "draco devices; draco allocate; draco evictions",
+        f"{draco} devices; {draco} allocate; {draco} evictions",
     ]), indent="")
+
+
+def draco_command() -> str:
+    """draco as another terminal can run it: that terminal has not activated this venv,
+    so the full path of the `draco` script next to this Python (or `python -m operators`)."""
+    script = Path(sys.executable).parent / "draco"
+    return str(script) if script.exists() else f"{sys.executable} -m operators"
 
 
 def kubectl_for(cluster_dir: Path | None) -> str:

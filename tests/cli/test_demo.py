@@ -77,6 +77,11 @@ def test_the_demo_narrates_every_step_and_finishes_on_its_own() -> None:
     log = path_after("logs", out).read_text()
     assert '"narrowed and ungated pod"' in log and '"claims allocated and reserved"' in log
     assert "kubectl wait --for=condition=EvictionInProgress=false devicetaintrule/demo-h100-maintenance" in out
+    # the draco commands to follow along name a script another terminal (no venv) can run
+    follow = next(line for line in out.splitlines() if " devices; " in line)
+    script = follow.split()[0]
+    assert Path(script).is_absolute() and os.access(script, os.X_OK), follow
+    assert follow.strip() == f"{script} devices; {script} allocate; {script} evictions"
 
 
 def test_a_step_that_does_not_happen_fails_the_demo_with_a_clear_line() -> None:
