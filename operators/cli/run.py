@@ -149,6 +149,8 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
     gate = gate if gate is not None else SyncGate()  # the caller's, when it reports readiness
     seen = register_feed(registry, tracker, feeds, gate)
 
+    priming: list[asyncio.Task[None]] = []
+
     @kopf.on.startup(registry=registry)
     async def initial_sync(**_: Any) -> None:
         from operators.kube.client import KubeClient
@@ -158,10 +160,18 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
         client = KubeClient()
         try:
             # Not awaited here: kopf starts its watches only after startup handlers.
-            asyncio.get_running_loop().create_task(_prime(gate, feeds, client, seen))
+            priming.append(asyncio.get_running_loop().create_task(_prime(gate, feeds, client, seen)))
         except Exception:
             await client.close()
             raise
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop_initial_sync(**_: Any) -> None:
+        # A list still being retried must not hold shutdown back (kopf would wait for it).
+        for task in priming:
+            task.cancel()
+        await asyncio.gather(*priming, return_exceptions=True)
+        priming.clear()
 
     started: dict[str, Any] = {}
     if "eviction" in controllers:

@@ -7,6 +7,7 @@ objects (state-changing handlers would annotate every ResourceSlice and Pod).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
@@ -155,7 +156,11 @@ class SyncGate:
         their kinds again and stop awaiting what the server no longer has."""
         attempt = 0
         while not self.done.is_set():
-            await asyncio.sleep(max(delay(attempt), self.recheck_after))
+            # woken at once when the feed completes the sync, so this task never lingers
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.done.wait(), max(delay(attempt), self.recheck_after))
+            if self.done.is_set():
+                return
             attempt += 1
             for kind in [k for k, v in self.expected.items() if v]:
                 keys = await self._list(kind, client)

@@ -398,3 +398,25 @@ def test_a_restarted_loop_hears_tracker_changes_again() -> None:
         await asyncio.gather(second, return_exceptions=True)
 
     asyncio.run(scenario())
+
+
+def test_the_initial_sync_task_ends_as_soon_as_the_sync_is_done() -> None:
+    """A priming task asleep until its next recheck would hold kopf's shutdown back (kopf
+    waits up to 5 s for such tasks): SIGTERM and every test teardown paid it."""
+    from operators.kube.feed import SyncGate
+
+    gate = SyncGate()
+    gate.recheck_after = 30.0
+    client = listing(Response(200, {"items": [POD_P]}))
+
+    async def scenario() -> float:
+        priming = asyncio.create_task(gate.prime(["Pod"], client, {}, delay=lambda attempt: 0.0))
+        while not gate.primed.is_set():
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)  # asleep in its recheck wait now
+        started = asyncio.get_running_loop().time()
+        gate.observe("Pod", POD_P)
+        await asyncio.wait_for(priming, 2)
+        return asyncio.get_running_loop().time() - started
+
+    assert asyncio.run(scenario()) < 0.5
