@@ -196,24 +196,6 @@ def _filtered(node: NodeInfo, tolerations: Sequence[PodToleration]) -> RefusedNo
     return None if taint is None else RefusedNode(node.name, taint)
 
 
-def schedulable(nodes: Iterable[NodeInfo], tolerations: Sequence[Sequence[PodToleration]],
-                ) -> tuple[list[NodeInfo], list[RefusedNode]]:
-    """The nodes that every pod (one toleration list per pod) may be scheduled on, and
-    those kube-scheduler's NodeUnschedulable or TaintToleration filter rules out."""
-    allowed: list[NodeInfo] = []
-    refused: list[RefusedNode] = []
-    for node in nodes:
-        if not node.unschedulable and not node.taints:
-            allowed.append(node)  # the common case, without looking at tolerations
-            continue
-        why = next((r for tols in tolerations if (r := _filtered(node, tols)) is not None), None)
-        if why is None:
-            allowed.append(node)
-        else:
-            refused.append(why)
-    return allowed, refused
-
-
 @dataclass(frozen=True, slots=True)
 class PodFit:
     """A pod that will use the claims being allocated, with its claims that are allocated
@@ -263,7 +245,7 @@ def place(
 ) -> Placement:
     """Allocate the pod's `claims` on the best candidate; `only`: try that node alone.
 
-    `refused`: the nodes `candidate_nodes` (or `schedulable`) ruled out for the pod (not in
+    `refused`: the nodes `candidate_nodes` ruled out for the pod (not in
     `index.nodes`); they count in the reason when nothing fits, and when they are all
     the nodes there are, "no node" is not tried either.
     """

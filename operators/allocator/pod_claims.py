@@ -118,7 +118,7 @@ def node_misfit(pod: Pod, name: str, labels: Mapping[str, str] | None,
     or required node affinity, kube-scheduler's NodeAffinity filter) or "claim" (the
     node selector of one of its allocated claims, the DynamicResources filter), checked
     in that order as kube-scheduler runs those filters. Taints and cordons are
-    `nodes.schedulable`'s."""
+    `nodes.candidate_nodes`'s."""
     lab = labels or {}
     if any(lab.get(k) != v for k, v in pod.node_selector.items()):
         return "selector"

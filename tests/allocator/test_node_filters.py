@@ -15,9 +15,11 @@ import yaml
 
 from operators.allocator import NodeInfo
 from operators.allocator.explain import NodeFunnel, RefusedNode
-from operators.allocator.nodes import NodeIndex, place, schedulable
+from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, place
 from operators.cli.main import main
+from operators.model.meta import parse_meta
 from operators.model.nodes import NodeTaint, PodToleration
+from operators.model.pods import parse_pod
 from tests.allocator.build import case_inputs
 from tests.cli.test_allocate import dclass, dev, exactly, rclaim, rslice, run_json
 
@@ -29,6 +31,18 @@ TOLERATE_CORDON = (PodToleration("node.kubernetes.io/unschedulable", "Exists", "
 NODES = [NodeInfo("clean"), NodeInfo("maint", taints=(MAINT,)), NodeInfo("broken", taints=(EVICT,)),
          NodeInfo("soft", taints=(SOFT,)), NodeInfo("cordoned", unschedulable=True),
          NodeInfo("both", taints=(MAINT,), unschedulable=True)]
+
+def schedulable(nodes: list[NodeInfo], tolerations: list[tuple[PodToleration, ...]],
+                ) -> tuple[list[NodeInfo], list[RefusedNode]]:
+    """`candidate_nodes` for pods that differ only in their tolerations."""
+    def pod(tols: tuple[PodToleration, ...]) -> PodFit:
+        spec = {"containers": [{"name": "c", "image": "i"}],
+                "tolerations": [{"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect}
+                                for t in tols]}
+        return PodFit(parse_pod(parse_meta({"metadata": {"name": "p", "namespace": "default"}},
+                                           namespaced=True), spec, {}))
+    return candidate_nodes(nodes, [pod(t) for t in tolerations])
+
 
 # (tolerations of each pod, nodes kept, nodes refused with why: the taint, or None = cordoned)
 SCHEDULABLE: list[tuple[list[tuple[PodToleration, ...]], list[str], list[tuple[str, NodeTaint | None]]]] = [
