@@ -108,8 +108,10 @@ def test_noexecute_rule_evicts_and_kubectl_wait_returns(backend: Backend, operat
 
 
 def test_effect_none_previews_and_evicts_nothing(backend: Backend, operator: Any) -> None:
-    make_devices(backend, ["d0", "d1"])
-    make_pod_with_claim(backend, "a", "d0")
+    # device names of its own: the rule selects every device, and claims of earlier tests
+    # (namespaces still being deleted) may name d0/d1 of this node's pool
+    make_devices(backend, ["preview-d0", "preview-d1"])
+    make_pod_with_claim(backend, "a", "preview-d0")
     operator(("eviction",), SETTINGS)
     backend.kubectl("apply", "-f", "-", input=rule("preview", "None", {}))
     cond = wait_for(lambda: condition(backend, "preview"), 20, what="the preview condition")
