@@ -38,8 +38,27 @@ CLUSTER_SCOPED = (
 )
 # Cluster-scoped kinds of upstream's that only some versions serve (cleaned where served).
 UPSTREAM = ("/apis/resource.k8s.io/v1/devicetaintrules",)
+OWNERSHIP = """\
+A real-cluster test must own every cluster-scoped object it creates, so that no other
+test reads it: ResourceSlices of the backend's own drivers (backend.driver,
+backend.driver_for(kind)), DeviceTaintRules and ResourceSlicePatches whose selector or
+filter names such a driver, DeviceClasses whose CEL selectors name one. A test that
+needs an empty or cluster-wide selector runs on the embedded server or on a cluster of
+its own (the `private_137` fixture)."""
 
 
+def owner_driver(path: str, obj: dict[str, Any]) -> str:
+    """The driver that makes OBJ (of the collection PATH) a test's own: the one its
+    devices belong to, or the one its selector is limited to ("" when it names none)."""
+    spec = obj.get("spec") or {}
+    if path.endswith("/resourceslices"):
+        return str(spec.get("driver") or "")
+    if path.endswith("/devicetaintrules"):
+        return str((spec.get("deviceSelector") or {}).get("driver") or "")
+    if path.endswith("/resourceslicepatches"):
+        return str(((spec.get("devices") or {}).get("filter") or {}).get("driver") or "")
+    # a DeviceClass: its selectors' CEL text, which a test limits with device.driver
+    return " ".join(str((s.get("cel") or {}).get("expression") or "") for s in spec.get("selectors") or [])
 def reuse_variable(k8s: str) -> str:
     """DRACO_CLUSTER_DIR names a running 1.34 cluster; DRACO_CLUSTER_DIR_137 a 1.37 one."""
     return "DRACO_CLUSTER_DIR" if k8s == "1.34" else f"DRACO_CLUSTER_DIR_{k8s.replace('.', '')}"
@@ -48,9 +67,10 @@ def reuse_variable(k8s: str) -> str:
 class RealCluster:
     """A control plane started by `hack/cluster up` (or reused from DRACO_CLUSTER_DIR)."""
 
-    def __init__(self, directory: Path, owned: bool) -> None:
+    def __init__(self, directory: Path, owned: bool, private: bool = False) -> None:
         self.dir = directory
         self.owned = owned
+        self.private = private  # one test's alone: no other test reads what it leaves
         info = json.loads((directory / "cluster.json").read_text())
         self.version: str = info["version"]
         self.kubectl_binary: str = info["kubectl"]
@@ -62,8 +82,10 @@ class RealCluster:
         self.admin_kubeconfig = directory / "kubeconfig"
 
     @classmethod
-    def start(cls, k8s: str, directory: Path, nodes: int = 2) -> RealCluster:
-        reuse = os.environ.get(reuse_variable(k8s))
+    def start(cls, k8s: str, directory: Path, nodes: int = 2, private: bool = False) -> RealCluster:
+        """The shared cluster of version K8S (reused from DRACO_CLUSTER_DIR… if set), or
+        with `private` one for a single test that reads or changes cluster-wide state."""
+        reuse = None if private else os.environ.get(reuse_variable(k8s))
         if reuse:
             return cls(Path(reuse), owned=False).install_crds()
         proc = subprocess.run(
@@ -73,7 +95,7 @@ class RealCluster:
         if proc.returncode != 0:
             raise RuntimeError(f"hack/cluster up --k8s {k8s} failed (exit {proc.returncode}):\n"
                                f"{proc.stderr[-4000:]}")
-        return cls(directory, owned=True).install_crds()
+        return cls(directory, owned=True, private=private).install_crds()
 
     def install_crds(self) -> RealCluster:
         """`kubectl apply -f crds/`, as a user installs draco's CRDs."""
@@ -120,6 +142,27 @@ class Backend:
     ns: str
     node = "node-0"
     ssl_context: ssl.SSLContext | None = None
+    # Unique per test: the DNS suffix of every driver the test's devices belong to.
+    domain: str = ""
+
+    def own_identity(self) -> str:
+        """Draw this test's id; its drivers are `<kind>.<id>.e2e.example.com`."""
+        test_id = uuid.uuid4().hex[:8]
+        self.domain = f"{test_id}.e2e.example.com"
+        return test_id
+
+    @property
+    def driver(self) -> str:
+        """The test's own GPU driver: its slices publish under it, its rules name it."""
+        return self.driver_for("gpu")
+
+    def driver_for(self, kind: str) -> str:
+        """Another driver of the test's own (a second kind of device)."""
+        return f"{kind}.{self.domain}"
+
+    def owns(self, path: str, obj: dict[str, Any]) -> bool:
+        """Whether OBJ (of the cluster-scoped collection PATH) is limited to this test's drivers."""
+        return f".{self.domain}" in owner_driver(path, obj)
 
     def request(self, method: str, path: str, body: Any = None,
                 content_type: str = "application/json") -> tuple[int, Any]:
@@ -204,6 +247,7 @@ class EmbeddedBackend(Backend):
     name = "embedded"
 
     def __init__(self, workdir: Path) -> None:
+        self.own_identity()
         self.cluster = EmbeddedCluster(workdir)
         self.url = self.cluster.url
         self.ns = "e2e"
@@ -220,29 +264,62 @@ class EmbeddedBackend(Backend):
 
 
 class RealBackend(Backend):
+    """One test's namespace and drivers on a cluster that other tests share.
+
+    The test owns what it reads: its namespace, and the cluster-scoped objects limited to
+    its drivers (see OWNERSHIP). Cleanup removes exactly those; the last backend of the
+    cluster to clean up then finds the cluster-scoped collections empty, or the test
+    that just ran created something it did not own, and fails saying what.
+    """
+
     name = "real"
+    live: dict[str, set[str]] = {}  # cluster URL -> ids of the backends not yet cleaned up
 
     def __init__(self, cluster: RealCluster, workdir: Path) -> None:
         self.cluster = cluster
         self.url = cluster.url
         self.ssl_context = cluster.ssl
-        self.ns = f"e2e-{uuid.uuid4().hex[:8]}"
+        self.id = self.own_identity()
+        self.ns = f"e2e-{self.id}"
         self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                             "metadata": {"name": self.ns}})
+        self.live.setdefault(self.url, set()).add(self.id)
         base = yaml.safe_load(cluster.admin_kubeconfig.read_text())
         self.kubeconfig = self.write_kubeconfig(base, workdir)
         self.kubectl = Kubectl(self.kubeconfig)
         self.kubectl.binary = cluster.kubectl_binary
 
+    def cluster_scoped(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every object of the cluster-scoped collections tests create: (path, object)."""
+        out = []
+        for path in (*CLUSTER_SCOPED, *self.cluster.served(UPSTREAM)):
+            listed = self.get(path) or {}
+            out += [(path, obj) for obj in listed.get("items") or []]
+        return out
+
+    def delete_all(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
+        for path, obj in objects:
+            code, body = self.request("DELETE", f"{path}/{quoted(obj['metadata']['name'])}")
+            assert code in (200, 202, 404), f"cleanup: DELETE {path}/{obj['metadata']['name']} answered {code}: {body}"
+
     def cleanup(self) -> None:
         ns = f"/api/v1/namespaces/{self.ns}"
         pods, claims = f"{ns}/pods", f"/apis/resource.k8s.io/v1/namespaces/{self.ns}/resourceclaims"
-        for path in (f"{pods}?gracePeriodSeconds=0", claims, *CLUSTER_SCOPED, *self.cluster.served(UPSTREAM)):
+        for path in (f"{pods}?gracePeriodSeconds=0", claims):
             code, body = self.request("DELETE", path)
             assert code == 200, f"cleanup: DELETE {path} answered {code}: {body}"
         wait_for(lambda: not self.get(pods)["items"] and not self.get(claims)["items"],  # type: ignore[index]
-                 30, what=f"pods and claims of {self.ns} to be gone")
+                 60, what=f"pods and claims of {self.ns} to be gone")
+        self.delete_all([(path, obj) for path, obj in self.cluster_scoped() if self.owns(path, obj)])
+        live = self.live.get(self.url, set())
+        live.discard(self.id)
+        strays = [] if live or self.cluster.private else self.cluster_scoped()
+        self.delete_all(strays)
         self.request("DELETE", ns)
+        assert not strays, (
+            "cluster-scoped objects no test owns were left on the shared cluster: "
+            + ", ".join(f"{path.rsplit('/', 1)[1]}/{obj['metadata']['name']}" for path, obj in strays)
+            + "\n" + OWNERSHIP)
 
 
 def quoted(value: str) -> str:

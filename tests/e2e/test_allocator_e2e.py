@@ -28,7 +28,6 @@ from operators.apiserver.testing import wait_for
 from tests.e2e.backends import Backend
 
 SETTINGS = SimpleNamespace(qps=200.0, burst=400, allocation_timeout=10.0, narrowing_timeout=300.0)
-DRIVER = "gpu.alloc.example.com"
 CLASS = "alloc-gpu"
 
 
@@ -43,14 +42,14 @@ def pods_path(b: Backend) -> str:
 def device_class(b: Backend) -> None:
     b.create("/apis/resource.k8s.io/v1/deviceclasses", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{b.driver}"'}}]}})
 
 
 def resource_slice(b: Backend, node: str, *devices: str) -> None:
     b.create("/apis/resource.k8s.io/v1/resourceslices", {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": f"{b.ns}-{node}"},
-        "spec": {"driver": DRIVER, "nodeName": node,
+        "spec": {"driver": b.driver, "nodeName": node,
                  "pool": {"name": f"{b.ns}-{node}", "generation": 1, "resourceSliceCount": 1},
                  "devices": [{"name": d} for d in devices]}})
 
@@ -107,7 +106,7 @@ def test_a_gated_pods_claim_is_allocated_and_reserved(backend: Backend, operator
     assert claim["metadata"]["finalizers"] == [FINALIZER]
     results = claim["status"]["allocation"]["devices"]["results"]
     assert [(r["request"], r["driver"], r["pool"], r["device"]) for r in results] == [
-        ("gpu", DRIVER, f"{backend.ns}-node-0", "d0")]
+        ("gpu", backend.driver, f"{backend.ns}-node-0", "d0")]
     assert claim["status"]["allocation"]["nodeSelector"] == {"nodeSelectorTerms": [{"matchFields": [
         {"key": "metadata.name", "operator": "In", "values": ["node-0"]}]}]}
     assert claim["status"]["reservedFor"] == [

@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -36,14 +35,12 @@ NARRATED = [
 
 
 def test_the_demo_runs_on_a_real_cluster_and_cleans_up(real_cluster: RealCluster) -> None:
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "operators", "demo", "--cluster-dir", str(real_cluster.dir)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
                           env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
-    took = time.monotonic() - start
     out = proc.stdout
     assert proc.returncode == 0, f"{out}\n{proc.stderr}"
-    assert took < 60 and proc.stderr == ""
+    assert proc.stderr == ""
     flat, position = " ".join(out.split()), 0
     for line in NARRATED:
         found = flat.find(" ".join(line.split()), position)

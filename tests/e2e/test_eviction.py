@@ -19,14 +19,13 @@ from tests.e2e.backends import Backend
 RULES = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
 SETTINGS = SimpleNamespace(qps=200.0, burst=400, eviction_workers=10, grace_period=1.0,
                            use_eviction_api=False, status_interval=0.2)
-DRIVER = "gpu.example.com"
 
 
 def make_devices(b: Backend, devices: list[str]) -> None:
     b.create("/apis/resource.k8s.io/v1/resourceslices", {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": f"{b.node}-gpu"},
-        "spec": {"driver": DRIVER, "nodeName": b.node,
+        "spec": {"driver": b.driver, "nodeName": b.node,
                  "pool": {"name": b.node, "generation": 1, "resourceSliceCount": 1},
                  "devices": [{"name": d} for d in devices]}})
 
@@ -49,12 +48,13 @@ def make_pod_with_claim(b: Backend, name: str, device: str,
         "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
     b.merge_patch(f"{claims}/{name}-claim/status", {"status": {
         "allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": DRIVER, "pool": b.node, "device": device}]}},
+            {"request": "gpu", "driver": b.driver, "pool": b.node, "device": device}]}},
         "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}]}})
     return str(pod["metadata"]["uid"])
 
 
 def rule(name: str, effect: str, selector: dict[str, str]) -> str:
+    """A DeviceTaintRule as YAML/JSON text; on a shared cluster SELECTOR names the test's driver."""
     return json.dumps({"apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule",
                        "metadata": {"name": name},
                        "spec": {"deviceSelector": selector,
@@ -80,7 +80,7 @@ def test_noexecute_rule_evicts_and_kubectl_wait_returns(backend: Backend, operat
         uid = make_pod_with_claim(backend, "a", "d0")
         make_pod_with_claim(backend, "b", "d1")
         operator(("eviction",), SETTINGS)
-        backend.kubectl("apply", "-f", "-", input=rule("maint", "NoExecute", {"device": "d0"}))
+        backend.kubectl("apply", "-f", "-", input=rule("maint", "NoExecute", {"driver": backend.driver, "device": "d0"}))
         backend.kubectl("wait", "--for=condition=EvictionInProgress=false",
                         "devicetaintrule/maint", "--timeout=60s", timeout=90)
         assert not pod_exists(backend, "a") and pod_exists(backend, "b")
@@ -108,12 +108,10 @@ def test_noexecute_rule_evicts_and_kubectl_wait_returns(backend: Backend, operat
 
 
 def test_effect_none_previews_and_evicts_nothing(backend: Backend, operator: Any) -> None:
-    # device names of its own: the rule selects every device, and claims of earlier tests
-    # (namespaces still being deleted) may name d0/d1 of this node's pool
-    make_devices(backend, ["preview-d0", "preview-d1"])
-    make_pod_with_claim(backend, "a", "preview-d0")
+    make_devices(backend, ["d0", "d1"])
+    make_pod_with_claim(backend, "a", "d0")
     operator(("eviction",), SETTINGS)
-    backend.kubectl("apply", "-f", "-", input=rule("preview", "None", {}))
+    backend.kubectl("apply", "-f", "-", input=rule("preview", "None", {"driver": backend.driver}))
     cond = wait_for(lambda: condition(backend, "preview"), 20, what="the preview condition")
     assert cond["status"] == "False" and cond["reason"] == "NoEffect"
     assert cond["message"].startswith(
@@ -130,7 +128,7 @@ def test_malformed_tolerations_annotation_gets_an_event_and_the_rest_is_served(
                         annotations={"resource.draco.dev/tolerations": "{not json"})
     make_pod_with_claim(backend, "good", "d1")
     operator(("eviction",), SETTINGS)
-    backend.kubectl("apply", "-f", "-", input=rule("all", "NoExecute", {}))
+    backend.kubectl("apply", "-f", "-", input=rule("all", "NoExecute", {"driver": backend.driver}))
     wait_for(lambda: not pod_exists(backend, "good") and not pod_exists(backend, "bad"), 30,
              what="both pods evicted (the bad annotation counts as no tolerations)")
     assert any(e["reason"] == "InvalidTolerations" and e["involvedObject"]["name"] == "bad-claim"
@@ -146,7 +144,7 @@ def test_restart_mid_eviction_finishes_without_double_eviction(
     with backend.watching(f"/api/v1/namespaces/{backend.ns}/pods") as seen:
         slow = operator(("eviction",), SimpleNamespace(
             **{**vars(SETTINGS), "qps": 6.0, "burst": 1, "eviction_workers": 1}))
-        backend.kubectl("apply", "-f", "-", input=rule("drain", "NoExecute", {}))
+        backend.kubectl("apply", "-f", "-", input=rule("drain", "NoExecute", {"driver": backend.driver}))
         wait_for(lambda: sum(pod_exists(backend, f"p{i}") for i in range(12)) < 12, 30,
                  what="a first eviction")
         slow.stop()
@@ -169,3 +167,24 @@ def test_restart_mid_eviction_finishes_without_double_eviction(
     assert cond is not None and cond["reason"] == "Completed"
     assert cond["message"] == (
         f"{left} pod{'s' if left != 1 else ''} evicted since starting the controller.")
+
+
+def test_an_empty_selector_selects_every_device_of_the_cluster(
+        embedded: Backend, operator_embedded: Any) -> None:
+    """`deviceSelector: {}` selects every device of every driver: on the embedded server
+    alone (a fresh one), since on a shared cluster it would reach other tests' devices."""
+    b = embedded
+    make_devices(b, ["d0"])
+    other = b.driver_for("nic")
+    b.create("/apis/resource.k8s.io/v1/resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "nic"},
+        "spec": {"driver": other, "nodeName": b.node,
+                 "pool": {"name": "nics", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "nic-0"}]}})
+    make_pod_with_claim(b, "a", "d0")
+    operator_embedded(("eviction",), SETTINGS)
+    b.kubectl("apply", "-f", "-", input=rule("everything", "None", {}))
+    cond = wait_for(lambda: condition(b, "everything"), 20, what="the preview condition")
+    assert cond["message"].startswith(
+        "2 published devices selected. 1 allocated device selected. "
+        "1 pod would be evicted in 1 namespace if the effect was NoExecute."), cond

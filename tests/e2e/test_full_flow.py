@@ -21,7 +21,7 @@ from operators.allocator.pod_claims import GATE
 from operators.apiserver.testing import wait_for
 from operators.cli.operator_thread import OperatorThread
 from tests.e2e.backends import RealBackend
-from tests.e2e.test_allocator_e2e import CLASS, DRIVER, allocated, device_class, resource_slice
+from tests.e2e.test_allocator_e2e import CLASS, allocated, device_class, resource_slice
 
 pytestmark = pytest.mark.real
 
@@ -70,7 +70,7 @@ def test_a_gated_pod_is_allocated_narrowed_ungated_and_bound_to_the_allocators_n
     claim = allocated(real, name)
     assert claim is not None
     assert [(r["driver"], r["device"]) for r in claim["status"]["allocation"]["devices"]["results"]] == [
-        (DRIVER, "gpu-0")]
+        (real.driver, "gpu-0")]
     assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "job", "uid": uid}]
     reasons = [e["reason"] for e in real.events() if e["involvedObject"].get("uid") == uid]
     assert "Allocated" in reasons and "Narrowed" in reasons and "Scheduled" in reasons

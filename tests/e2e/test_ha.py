@@ -184,8 +184,8 @@ def kill(leader: Replica) -> tuple[float, float]:
 
 def take_over(b: RealBackend, standby: Replica, seen_renewal: float, killed: float) -> float:
     """Wait for STANDBY to take the Lease: not before the dead leader's lease expired, and
-    at most the lease duration plus two jittered retry periods (plus 1 s for this busy
-    machine) after the kill: the standby counts the lease duration from when it saw the
+    at most the lease duration plus two jittered retry periods (plus 5 s for a loaded
+    machine: a bound on correctness, not a speed check) after the kill: the standby counts the lease duration from when it saw the
     last renewal (up to one retry period late, as client-go does: clocks are never
     compared) and tries again up to one retry period after that expired. Returns the
     acquireTime it wrote."""
@@ -196,7 +196,7 @@ def take_over(b: RealBackend, standby: Replica, seen_renewal: float, killed: flo
     acquired = stamp(spec["acquireTime"])
     assert spec["leaseTransitions"] == 1 and spec["leaseDurationSeconds"] == 4
     assert acquired - seen_renewal >= 4 - 0.05, "taken before the leader's lease had expired"
-    assert took_over - killed <= 4 + 2 * 1 * (1 + 1.2) + 1, f"takeover took {took_over - killed:.1f} s"
+    assert took_over - killed <= 4 + 2 * 1 * (1 + 1.2) + 5, f"takeover took {took_over - killed:.1f} s"
     print(f"\ntakeover: Lease taken {took_over - killed:.2f} s after the kill "
           f"(acquireTime {acquired - seen_renewal:.2f} s after the last renewal seen)")
     return acquired
@@ -220,7 +220,7 @@ def test_standby_takes_over_mid_eviction_and_no_pod_is_evicted_twice(
 
     b.create(RULES, {"apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule",
                      "metadata": {"name": f"ha-{b.ns}"},
-                     "spec": {"deviceSelector": {"driver": "gpu.example.com"},
+                     "spec": {"deviceSelector": {"driver": b.driver},
                               "taint": {"key": "example.com/maintenance", "effect": "NoExecute"}}})
     pods = f"/api/v1/namespaces/{b.ns}/pods"
 
@@ -284,7 +284,7 @@ def test_sigterm_stops_promptly_releases_the_lease_and_the_standby_takes_over_at
     sent = time.time()
     assert a.proc.wait(20) == 0, a.logs()
     stopped = time.time() - sent
-    assert stopped < 10, f"took {stopped:.1f} s to stop"
+    assert stopped < 30, f"took {stopped:.1f} s to stop: past the chart's termination grace period"
     lines = [json.loads(line) for line in a.log.read_text().splitlines() if line.startswith("{")]
     assert any(line.get("event") == "released the leader lease" for line in lines), a.logs()
     wait_for(lambda: holder(b).startswith("draco-b_"), 10, 0.05, what="the standby to take the released Lease")
@@ -297,7 +297,6 @@ def test_sigterm_stops_promptly_releases_the_lease_and_the_standby_takes_over_at
 # --------------------------------------------------------------------------- allocation
 
 CLAIMS = 60
-HA_DRIVER = "gpu.ha.example.com"
 HA_CLASS = "ha-gpu"
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 # How long after the kill a request the dead leader had sent may still be received: its
@@ -311,7 +310,7 @@ def allocation_fixture(b: RealBackend, devices: int) -> None:
     each with a claim of its own for one device."""
     b.create("/apis/resource.k8s.io/v1/deviceclasses", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": HA_CLASS},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{HA_DRIVER}"'}}]}})
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{b.driver}"'}}]}})
     # the cluster's own kwok nodes, however many it was started with (CI's has 2)
     nodes = sorted(n["metadata"]["name"] for n in (b.get("/api/v1/nodes") or {}).get("items") or [])
     assert nodes, "the test cluster has no nodes"
@@ -319,7 +318,7 @@ def allocation_fixture(b: RealBackend, devices: int) -> None:
         names = [f"gpu-{i}" for i in range(devices) if i % len(nodes) == n]
         b.create("/apis/resource.k8s.io/v1/resourceslices", {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{b.ns}-{node}"},
-            "spec": {"driver": HA_DRIVER, "nodeName": node,
+            "spec": {"driver": b.driver, "nodeName": node,
                      "pool": {"name": f"{b.ns}-{node}", "generation": 1, "resourceSliceCount": 1},
                      "devices": [{"name": d} for d in names]}})
 

@@ -94,5 +94,5 @@ def columns_flow(backend: Backend) -> None:
     events = backend.kubectl("get", "events", "-A").stdout.splitlines()
     assert events[0].split() == ["NAMESPACE", "LAST", "SEEN", "TYPE", "REASON", "OBJECT",
                                  "MESSAGE"]
-    row = next(line.split() for line in events if "hello" in line)
+    row = next(line.split() for line in events if line.split()[0] == backend.ns and "hello" in line)
     assert row[0] == backend.ns and row[2:] == ["Normal", "Testing", "pod/web", "hello"]

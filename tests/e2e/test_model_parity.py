@@ -81,7 +81,7 @@ def check_readable(real: RealBackend, path: str, obj: dict[str, Any]) -> dict[st
     placement=st.sampled_from(["nodeName", "allNodes", "nodeSelector"]))
 def test_every_slice_the_server_accepts_is_readable(
         real: RealBackend, devices: list[dict[str, Any]], placement: str) -> None:
-    spec: dict[str, Any] = {"driver": "gpu.example.com", "devices": devices,
+    spec: dict[str, Any] = {"driver": real.driver, "devices": devices,
                             "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}
     spec.update({"nodeName": {"nodeName": "node-0"}, "allNodes": {"allNodes": True},
                  "nodeSelector": {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [

@@ -19,7 +19,6 @@ from operators.narrowing import DRACO_GATE
 from tests.e2e.backends import Backend
 
 SETTINGS = SimpleNamespace(qps=200.0, burst=400, narrowing_timeout=300.0)
-DRIVER = "gpu.example.com"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PIN_NODE_0 = {"nodeSelectorTerms": [{"matchFields": [
     {"key": "metadata.name", "operator": "In", "values": ["node-0"]}]}]}
@@ -53,7 +52,7 @@ def allocate(b: Backend, pod: dict[str, Any], device: str = "d0") -> None:
     name = pod["metadata"]["name"]
     b.merge_patch(f"{claims_path(b)}/{name}-claim/status", {"status": {
         "allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": DRIVER, "pool": "node-0", "device": device}]},
+            {"request": "gpu", "driver": b.driver, "pool": "node-0", "device": device}]},
             "nodeSelector": PIN_NODE_0},
         "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}]}})
 

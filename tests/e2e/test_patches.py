@@ -15,14 +15,13 @@ import yaml
 from operators.apiserver.testing import wait_for
 from tests.e2e.backends import Backend
 
-GPU = "gpu.example.com"
 SETTINGS = SimpleNamespace(qps=200.0, burst=400, patches_debounce=0.05)
 
 
-def slice_obj(name: str, pool: str, devices: list[dict[str, Any]],
+def slice_obj(driver: str, name: str, pool: str, devices: list[dict[str, Any]],
               generation: int = 1) -> dict[str, Any]:
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
-            "spec": {"driver": GPU, "nodeName": pool,
+            "spec": {"driver": driver, "nodeName": pool,
                      "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1},
                      "devices": devices}}
 
@@ -70,10 +69,11 @@ def events_of(b: Backend, name: str) -> list[dict[str, Any]]:
 
 def test_a_faulty_patch_gets_its_event_and_condition_and_fixing_it_clears_them(
         backend: Backend, operator: Any) -> None:
+    gpu = backend.driver
     operator(("patches",), SETTINGS)
-    apply(backend, slice_obj("node-a-gpu", "node-a", gpus(6)))
-    bad = f'device.attributes["{GPU}"].memory > 40'
-    apply(backend, patch_obj("big", filter={"selectors": [bad]},
+    apply(backend, slice_obj(gpu, "node-a-gpu", "node-a", gpus(6)))
+    bad = f'device.attributes["{gpu}"].memory > 40'
+    apply(backend, patch_obj("big", filter={"driver": gpu, "selectors": [bad]},
                              attributes={"example.com/big": {"bool": True}}))
     cond = wait_for(lambda: faulty_condition(backend, "big"), 20, what="the Faulty condition")
     assert (cond["status"], cond["reason"], cond["observedGeneration"]) == (
@@ -81,11 +81,11 @@ def test_a_faulty_patch_gets_its_event_and_condition_and_fixing_it_clears_them(
     assert bad in cond["message"] and "no such key: memory" in cond["message"]
     (event,) = wait_for(lambda: events_of(backend, "big"), 20, what="the Event")
     assert event["reason"] == "SelectorFailed" and event["type"] == "Warning"
-    assert "failed on 6 devices" in event["message"] and f"{GPU}/node-a/gpu-0" in event["message"]
+    assert "failed on 6 devices" in event["message"] and f"{gpu}/node-a/gpu-0" in event["message"]
     assert patch_json(backend, "big")["status"]["matchedDevices"] == 0
 
-    good = f'device.attributes["{GPU}"].model == "H100"'
-    apply(backend, patch_obj("big", filter={"selectors": [good]},
+    good = f'device.attributes["{gpu}"].model == "H100"'
+    apply(backend, patch_obj("big", filter={"driver": gpu, "selectors": [good]},
                              attributes={"example.com/big": {"bool": True}}))
     cond = wait_for(lambda: (c := faulty_condition(backend, "big")) and c["status"] == "False"
                     and c, 20, what="the condition to clear")
@@ -96,18 +96,19 @@ def test_a_faulty_patch_gets_its_event_and_condition_and_fixing_it_clears_them(
 
 
 def test_matched_devices_follow_slice_changes(backend: Backend, operator: Any) -> None:
+    gpu = backend.driver
     operator(("patches",), SETTINGS)
-    apply(backend, patch_obj("h100", filter={"driver": GPU, "selectors": [
-        f'device.attributes["{GPU}"].model == "H100"']}))
-    apply(backend, slice_obj("node-a-gpu", "node-a", gpus(4)))
+    apply(backend, patch_obj("h100", filter={"driver": gpu, "selectors": [
+        f'device.attributes["{gpu}"].model == "H100"']}))
+    apply(backend, slice_obj(gpu, "node-a-gpu", "node-a", gpus(4)))
 
     def matched() -> Any:
         return (patch_json(backend, "h100").get("status") or {}).get("matchedDevices")
 
     wait_for(lambda: matched() == 4, 20, what="4 matched devices")
-    apply(backend, slice_obj("node-b-gpu", "node-b", gpus(3)))
+    apply(backend, slice_obj(gpu, "node-b-gpu", "node-b", gpus(3)))
     wait_for(lambda: matched() == 7, 20, what="7 matched devices")
-    apply(backend, slice_obj("node-a-gpu", "node-a", gpus(4, model="A100"), generation=2))
+    apply(backend, slice_obj(gpu, "node-a-gpu", "node-a", gpus(4, model="A100"), generation=2))
     wait_for(lambda: matched() == 3, 20, what="3 matched devices")
     backend.kubectl("delete", "resourceslice", "node-b-gpu")
     wait_for(lambda: matched() == 0, 20, what="no matched devices")
@@ -117,16 +118,17 @@ def test_matched_devices_follow_slice_changes(backend: Backend, operator: Any) -
 
 def test_bad_input_is_reported_and_a_class_that_appears_is_found(
         backend: Backend, operator: Any) -> None:
+    gpu = backend.driver
     operator(("patches",), SETTINGS)
-    apply(backend, slice_obj("node-a-gpu", "node-a", gpus(2)),
-          class_obj("broken", [f'device.attributes["{GPU}"].nope == 1']))
+    apply(backend, slice_obj(gpu, "node-a-gpu", "node-a", gpus(2)),
+          class_obj("broken", [f'device.attributes["{gpu}"].nope == 1']))
     apply(backend,
-          patch_obj("syntax", filter={"selectors": ["device.driver =="]}),
-          patch_obj("ghost", filter={"deviceClassName": "no-such-class"}),
-          patch_obj("via-broken-class", filter={"deviceClassName": "broken"}))
+          patch_obj("syntax", filter={"driver": gpu, "selectors": ["device.driver =="]}),
+          patch_obj("ghost", filter={"driver": gpu, "deviceClassName": "no-such-class"}),
+          patch_obj("via-broken-class", filter={"driver": gpu, "deviceClassName": "broken"}))
     # The CRD's CEL rule refuses unqualified names before any controller sees them.
     refused = backend.kubectl("apply", "-f", "-", check=False, input=yaml.safe_dump(
-        patch_obj("short-name", attributes={"model": {"string": "x"}})))
+        patch_obj("short-name", filter={"driver": gpu}, attributes={"model": {"string": "x"}})))
     assert refused.returncode != 0
     assert "attribute names must be fully qualified (domain/name)" in refused.stderr
 
@@ -143,6 +145,6 @@ def test_bad_input_is_reported_and_a_class_that_appears_is_found(
     (event,) = wait_for(lambda: events_of(backend, "syntax"), 20, what="the syntax Event")
     assert event["reason"] == "InvalidSelector"
     assert events_of(backend, "via-broken-class") == []
-    apply(backend, class_obj("no-such-class", [f'device.driver == "{GPU}"']))
+    apply(backend, class_obj("no-such-class", [f'device.driver == "{gpu}"']))
     wait_for(lambda: reason("ghost") == "NoFaults", 20, what="the class to be found")
     assert patch_json(backend, "ghost")["status"]["matchedDevices"] == 2

@@ -78,7 +78,7 @@ def has_event(b: RealBackend, namespace: str, name: str, reason: str) -> bool:
 def eviction_flow(b: RealBackend) -> Callable[[], bool]:
     evict.make_devices(b, ["d0"])
     evict.make_pod_with_claim(b, "victim", "d0")
-    selector = {"driver": evict.DRIVER, "pool": b.node, "device": "d0"}
+    selector = {"driver": b.driver, "pool": b.node, "device": "d0"}
     b.create(evict.RULES, json.loads(evict.rule(f"maint-{b.ns}", "NoExecute", selector)))
     return lambda: not evict.pod_exists(b, "victim") and has_event(b, b.ns, "victim", "DeviceTaintManagerEviction")
 
@@ -87,9 +87,9 @@ def patches_flow(b: RealBackend) -> Callable[[], bool]:
     """A patch whose selector fails on the devices: its condition and its Event."""
     name = f"big-{b.ns}"
     rsp = f"/apis/resource.draco.dev/v1alpha1/resourceslicepatches/{name}"
-    b.create("/apis/resource.k8s.io/v1/resourceslices", patches.slice_obj(f"{b.ns}-gpu", b.ns, patches.gpus(2)))
-    bad = f'device.attributes["{patches.GPU}"].memory > 40'
-    b.create(rsp.rsplit("/", 1)[0], patches.patch_obj(name, filter={"driver": patches.GPU, "pool": b.ns,
+    b.create("/apis/resource.k8s.io/v1/resourceslices", patches.slice_obj(b.driver, f"{b.ns}-gpu", b.ns, patches.gpus(2)))
+    bad = f'device.attributes["{b.driver}"].memory > 40'
+    b.create(rsp.rsplit("/", 1)[0], patches.patch_obj(name, filter={"driver": b.driver, "pool": b.ns,
                                                                     "selectors": [bad]}))
 
     def done() -> bool:
@@ -120,7 +120,7 @@ def allocator_flow(b: RealBackend) -> Callable[[], bool]:
 
 
 def narrowing_flow(b: RealBackend) -> Callable[[], bool]:
-    driver = "gpu.narrow.example.com"  # devices of its own, out of the other flows' way
+    driver = b.driver_for("narrow")  # a driver of its own beside the other flows
     b.create("/apis/resource.k8s.io/v1/resourceslices", {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{b.ns}-gpu"},
         "spec": {"driver": driver, "nodeName": "node-0",

@@ -24,9 +24,8 @@ from operators.apiserver.testing import wait_for
 from operators.eviction.decisions import DRACO_ALONE, UPSTREAM
 from operators.kube.client import KubeClient
 from operators.kube.discovery import discover
-from tests.e2e.backends import Backend, EmbeddedBackend, RealBackend
+from tests.e2e.backends import Backend, RealBackend
 
-DRIVER = "gpu.example.com"
 KEY = "example.com/maintenance"
 DRACO_RULES = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
 UPSTREAM_RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
@@ -41,7 +40,7 @@ def make_slice(b: Backend, devices: list[str], taints: dict[str, list[dict[str, 
     b.create(SLICES, {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": f"{b.node}-{b.ns}"},
-        "spec": {"driver": DRIVER, "nodeName": b.node,
+        "spec": {"driver": b.driver, "nodeName": b.node,
                  "pool": {"name": b.ns, "generation": 1, "resourceSliceCount": 1},
                  "devices": [{"name": d, **({"taints": taints[d]} if taints and d in taints else {})}
                              for d in devices]}})
@@ -67,7 +66,7 @@ def make_pod(b: Backend, name: str, device: str, tolerate_seconds: int | None = 
                  "containers": [{"name": "c", "image": "registry.invalid/app"}]}})
     b.merge_patch(f"{ns}/pods/{name}/status", {"status": {
         "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
-    result: dict[str, Any] = {"request": "gpu", "driver": DRIVER, "pool": b.ns, "device": device}
+    result: dict[str, Any] = {"request": "gpu", "driver": b.driver, "pool": b.ns, "device": device}
     if tolerations:
         result["tolerations"] = tolerations
     b.merge_patch(f"{claims}/{name}-claim/status", {"status": {
@@ -215,7 +214,7 @@ def test_137_draco_and_upstream_rule_on_the_same_devices_evict_each_pod_once(
     wait_ownership(op, UPSTREAM)
     since = audit_offset(b)
     added = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    selector = {"driver": DRIVER, "pool": b.ns}
+    selector = {"driver": b.driver, "pool": b.ns}
     b.create(UPSTREAM_RULES, rule_body("resource.k8s.io/v1", f"up-{b.ns}", selector, time_added=added))
     b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"dr-{b.ns}", selector, time_added=added))
     removals = settle(b, since, pods)
@@ -241,7 +240,7 @@ def test_134_auto_draco_evicts_itself_once(real: RealBackend, operator_134: Any)
     op = operator_134(("eviction",), SETTINGS)
     wait_ownership(op, DRACO_ALONE)
     since = audit_offset(b)
-    b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"dr-{b.ns}", {"device": "d0", "pool": b.ns}))
+    b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"dr-{b.ns}", {"driver": b.driver, "device": "d0", "pool": b.ns}))
     removals = settle(b, since, ["a"])
     assert [(r["pod"], by_kcm(r["agent"]), r["code"]) for r in removals] == [("a", False, 200)], removals
     assert pod_exists(b, "b")
@@ -264,20 +263,6 @@ def test_embedded_slice_taint_is_evicted_by_draco(embedded: Backend, operator_em
 
 
 # ------------------------------------------------------------------ fixtures
-
-@pytest.fixture
-def embedded(tmp_path: Path) -> Any:
-    b = EmbeddedBackend(tmp_path)
-    try:
-        yield b
-    finally:
-        b.cleanup()
-
-
-@pytest.fixture
-def operator_embedded(embedded: Backend, monkeypatch: pytest.MonkeyPatch) -> Any:
-    yield from _operator(embedded.kubeconfig, monkeypatch)
-
 
 @pytest.fixture
 def operator_137(real_137: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -306,12 +291,12 @@ def draco_cli(b: Backend, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.real
 def test_137_migrate_moves_draco_rules_to_upstream(real_137: RealBackend) -> None:
     b = real_137
-    selector = {"driver": DRIVER, "pool": b.ns}
+    selector = {"driver": b.driver, "pool": b.ns}
     b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"a-{b.ns}", selector, "NoSchedule",
                                     time_added="2026-01-02T03:04:05Z"))
-    b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"b-{b.ns}", {"device": "d9"}, "None"))
+    b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"b-{b.ns}", {"driver": b.driver, "device": "d9"}, "None"))
     b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"c-{b.ns}", selector, "NoSchedule"))
-    b.create(UPSTREAM_RULES, rule_body("resource.k8s.io/v1", f"c-{b.ns}", {"device": "other"}, "NoSchedule"))
+    b.create(UPSTREAM_RULES, rule_body("resource.k8s.io/v1", f"c-{b.ns}", {"driver": b.driver, "device": "other"}, "NoSchedule"))
     dry = draco_cli(b, "taint", "--migrate", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert f"devicetaintrule.resource.draco.dev/a-{b.ns}: would be migrated to " \
@@ -337,7 +322,7 @@ def test_137_migrate_moves_draco_rules_to_upstream(real_137: RealBackend) -> Non
 @pytest.mark.real
 def test_134_migrate_says_upstream_has_no_rules(real: RealBackend) -> None:
     b = real
-    b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"a-{b.ns}", {"pool": b.ns}, "NoSchedule"))
+    b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"a-{b.ns}", {"driver": b.driver, "pool": b.ns}, "NoSchedule"))
     out = draco_cli(b, "taint", "--migrate")
     assert out.returncode == 1
     assert "does not serve upstream's DeviceTaintRule" in out.stderr
@@ -351,12 +336,12 @@ def test_137_views_report_upstream_rules_and_the_detection(real_137: RealBackend
     b = real_137
     make_slice(b, ["d0", "d1"])
     make_pod(b, "a", "d0", tolerate_seconds=3600)
-    b.create(UPSTREAM_RULES, rule_body("resource.k8s.io/v1", f"up-{b.ns}", {"pool": b.ns, "device": "d0"}))
+    b.create(UPSTREAM_RULES, rule_body("resource.k8s.io/v1", f"up-{b.ns}", {"driver": b.driver, "pool": b.ns, "device": "d0"}))
     wait_for(lambda: condition(b, f"{UPSTREAM_RULES}/up-{b.ns}"), 30, what="upstream's condition")
     devices = draco_cli(b, "devices", "-o", "json")
     assert devices.returncode == 0, devices.stderr
     doc = json.loads(devices.stdout)
-    d0 = next(d for d in doc["devices"] if d["pool"] == b.ns and d["device"] == "d0")
+    d0 = next(d for d in doc["devices"] if d["driver"] == b.driver and d["device"] == "d0")
     assert [t["source"] for t in d0["taints"]] == [f"DeviceTaintRule.resource.k8s.io/up-{b.ns}"]
     cluster = doc["cluster"]
     assert (cluster["keepsDeviceTaints"], cluster["deviceTaintRuleVersions"], cluster["sliceTaintsEvictedBy"],
@@ -366,7 +351,8 @@ def test_137_views_report_upstream_rules_and_the_detection(real_137: RealBackend
     ev = json.loads(evictions.stdout)
     mine = ev["upstreamRules"][f"up-{b.ns}"]
     assert (mine["podsToEvict"], mine["EvictionInProgress"], mine["reason"]) == (1, "True", "PodsPendingEviction")
-    assert ev["evictedBy"] == {f"{b.ns}/a": "upstream"}
+    assert {pod: by for pod, by in ev["evictedBy"].items() if pod.startswith(f"{b.ns}/")} == {
+        f"{b.ns}/a": "upstream"}
 
 
 @pytest.mark.real
@@ -384,8 +370,8 @@ def test_137_kubectl_names_upstreams_rule_first(real_137: RealBackend) -> None:
     the built-in group, so draco's rules are `devicetaintrules.resource.draco.dev/NAME`
     (or the short name `dtr`) there."""
     b = real_137
-    b.create(UPSTREAM_RULES, rule_body("resource.k8s.io/v1", f"u-{b.ns}", {"pool": b.ns}, "None"))
-    b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"d-{b.ns}", {"pool": b.ns}, "None"))
+    b.create(UPSTREAM_RULES, rule_body("resource.k8s.io/v1", f"u-{b.ns}", {"driver": b.driver, "pool": b.ns}, "None"))
+    b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"d-{b.ns}", {"driver": b.driver, "pool": b.ns}, "None"))
     bare = b.kubectl("get", "devicetaintrule", "-o", "name").stdout.split()
     assert f"devicetaintrule.resource.k8s.io/u-{b.ns}" in bare and not any(f"d-{b.ns}" in n for n in bare)
     full = b.kubectl("get", f"devicetaintrules.resource.draco.dev/d-{b.ns}", "-o", "name").stdout.split()

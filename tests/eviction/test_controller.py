@@ -94,9 +94,7 @@ def test_noexecute_rule_evicts_and_kubectl_wait_returns(cluster: EmbeddedCluster
     make_pod_with_claim(cluster, "b", "d1")
     operator()
     kubectl("apply", "-f", "-", input=rule("maint", "NoExecute", {"device": "d0"}))
-    started = time.monotonic()
     kubectl("wait", "--for=condition=EvictionInProgress=false", "devicetaintrule/maint", "--timeout=30s")
-    assert time.monotonic() - started < 30
     assert not pod_exists(cluster, "a") and pod_exists(cluster, "b")
     cond = condition(cluster, "maint")
     assert cond is not None and cond["reason"] == "Completed"
