@@ -181,7 +181,7 @@ def test_a_failed_pass_is_counted_and_the_loop_goes_on(monkeypatch: pytest.Monke
 
     async def scenario() -> None:
         task = asyncio.create_task(controller.run())
-        for _ in range(200):
+        for _ in range(3000):
             if len(client.deleted()) == 3:
                 break
             await asyncio.sleep(0.01)
@@ -250,7 +250,7 @@ def test_the_supervisor_restarts_a_crashed_loop_and_reports_readiness() -> None:
         state = supervisor.start("demo-loop", loop, controller="demo")
         await asyncio.sleep(0.01)
         seen_dead.append(supervisor.is_alive())  # crashed, waiting to restart
-        for _ in range(100):
+        for _ in range(3000):
             await asyncio.sleep(0.01)
             if len(runs) == 2:
                 break
@@ -376,7 +376,7 @@ def test_a_restarted_loop_hears_tracker_changes_again() -> None:
     controller = controller_for(client, objs)
 
     async def until(check: Callable[[], bool]) -> bool:
-        for _ in range(300):
+        for _ in range(3000):
             if check():
                 return True
             await asyncio.sleep(0.01)
