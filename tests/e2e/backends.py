@@ -14,6 +14,7 @@ import os
 import ssl
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -118,12 +119,17 @@ class RealCluster:
         out = []
         for path in paths:
             req = urllib.request.Request(self.url + path + "?limit=1", headers={"Accept": "application/json"})
-            try:
-                with urllib.request.urlopen(req, timeout=30, context=self.ssl):
-                    out.append(path)
-            except urllib.error.HTTPError as err:
-                if err.code != 404:
-                    raise
+            for attempt in range(60):
+                try:
+                    with urllib.request.urlopen(req, timeout=30, context=self.ssl):
+                        out.append(path)
+                    break
+                except urllib.error.HTTPError as err:
+                    if err.code == 404:
+                        break
+                    if err.code != 429 or attempt == 59:
+                        raise
+                    time.sleep(1)  # "storage is (re)initializing": the CRD's cache is starting
         return out
 
     def stop(self) -> None:
@@ -166,6 +172,18 @@ class Backend:
 
     def request(self, method: str, path: str, body: Any = None,
                 content_type: str = "application/json") -> tuple[int, Any]:
+        """One API request; a 429 (the server's "storage is (re)initializing" just after a
+        CRD was established, or its priority and fairness) is retried after the pause it
+        asks for, for up to a minute, as client-go does."""
+        deadline = time.monotonic() + 60
+        while True:
+            code, answer = self._request_once(method, path, body, content_type)
+            if code != 429 or time.monotonic() > deadline:
+                return code, answer
+            details = answer.get("details") if isinstance(answer, dict) else None
+            time.sleep(min(float((details or {}).get("retryAfterSeconds") or 1), 5))
+
+    def _request_once(self, method: str, path: str, body: Any, content_type: str) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers={"Content-Type": content_type,
