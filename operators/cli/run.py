@@ -157,17 +157,23 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
 
         gate.primed.clear()
         gate.done.clear()
+        loop = asyncio.get_running_loop()
+        if "Pod" in feeds:  # pods come through a watch of draco's own (kube/pod_watch.py)
+            from operators.kube.pod_watch import PodFeed
+
+            priming.append(loop.create_task(PodFeed(tracker, gate).run()))
         client = KubeClient()
         try:
             # Not awaited here: kopf starts its watches only after startup handlers.
-            priming.append(asyncio.get_running_loop().create_task(_prime(gate, feeds, client, seen)))
+            priming.append(loop.create_task(_prime(gate, feeds, client, seen)))
         except Exception:
             await client.close()
             raise
 
     @kopf.on.cleanup(registry=registry)
     async def stop_initial_sync(**_: Any) -> None:
-        # A list still being retried must not hold shutdown back (kopf would wait for it).
+        # A list still being retried must not hold shutdown back (kopf would wait for it);
+        # the pod feed runs until now.
         for task in priming:
             task.cancel()
         await asyncio.gather(*priming, return_exceptions=True)

@@ -58,7 +58,14 @@ def feed_handler(tracker: Tracker, kind: str, seen: dict[str, set[tuple[str, str
             for err in change.errors:
                 log.error("bad object", kind=err.ref.kind, namespace=err.ref.namespace,
                           name=err.ref.name, error=str(err))
-        seen.setdefault(kind, set()).add(ident)
+        if gate is None or not gate.done.is_set():
+            keys = seen.setdefault(kind, set())  # only the initial sync needs these keys
+            if event.get("type") == "DELETED":
+                keys.discard(ident)
+            else:
+                keys.add(ident)
+        elif seen:
+            seen.clear()
         if gate is not None:
             gate.observe(kind, body)
 
@@ -69,9 +76,12 @@ def feed_handler(tracker: Tracker, kind: str, seen: dict[str, set[tuple[str, str
 
 def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iterable[str],
                   gate: SyncGate | None = None) -> dict[str, set[tuple[str, str]]]:
-    """Feed `kinds` into the tracker; returns the keys seen so far per kind (for the gate)."""
+    """Feed `kinds` into the tracker through kopf (Pods excepted: `PodFeed` watches them);
+    returns the keys seen per kind until the initial sync is done (for the gate)."""
     seen: dict[str, set[tuple[str, str]]] = {}
     for kind in kinds:
+        if kind == "Pod":
+            continue
         group, version, plural = WATCHED[kind]
         kopf.on.event(group=group, version=version or None, plural=plural, registry=registry)(
             feed_handler(tracker, kind, seen, gate))
@@ -102,8 +112,25 @@ class SyncGate:
     def __init__(self) -> None:
         self.expected: dict[str, set[tuple[str, str]]] = {}
         self.failing: dict[str, str] = {}  # kind -> why its list failed, while it is retried
+        self.held: set[str] = set()  # kinds whose own feed reports its first full list (Pods)
         self.primed = asyncio.Event()
         self.done = asyncio.Event()
+
+    def hold(self, kind: str) -> None:
+        """`kind` is listed by a feed of its own; the gate waits for its `release`."""
+        self.held.add(kind)
+        self.done.clear()
+
+    def release(self, kind: str) -> None:
+        self.held.discard(kind)
+        self._check()
+
+    def failing_list(self, kind: str, why: str | None) -> None:
+        """Why `kind`'s own feed cannot list it (None: it can again), for readiness."""
+        if why is None:
+            self.failing.pop(kind, None)
+        else:
+            self.failing[kind] = why
 
     def observe(self, kind: str, body: Mapping[str, Any]) -> None:
         waiting = self.expected.get(kind)
@@ -114,7 +141,7 @@ class SyncGate:
             self._check()
 
     def _check(self) -> None:
-        if self.primed.is_set() and not any(self.expected.values()):
+        if self.primed.is_set() and not self.held and not any(self.expected.values()):
             self.done.set()
 
     def missing(self) -> str:
@@ -123,11 +150,12 @@ class SyncGate:
         waiting = {k: len(v) for k, v in sorted(self.expected.items()) if v}
         if waiting:
             parts.append(f"waiting for {waiting}")
+        parts += [f"waiting for the first list of {kind}" for kind in sorted(self.held - self.failing.keys())]
         return "; ".join(parts) or "initial lists not done"
 
     async def prime(self, kinds: Iterable[str], client: Any, seen: Mapping[str, set[tuple[str, str]]],
                     delay: Callable[[int], float] = retry_delay) -> None:
-        pending = list(kinds)
+        pending = [k for k in kinds if k not in self.held]
         attempt = 0
         while pending:
             failed = []
