@@ -19,7 +19,7 @@ Event on the object where there is one, and the loop goes on with the others.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -96,6 +96,7 @@ class EvictionController(PassLoop, RuleSteps):
         self.errors_reported: set[str] = set()
         self.index = EvictionIndex()
         self.left_to_upstream: set[str] = set()  # pod uids upstream's controller evicts
+        self._uids: dict[NamespacedName, set[str]] = {}  # pod -> its uids in the sets above
         self._indexed = False
         self._pending = _Pending()
         self._init_loop()
@@ -124,7 +125,32 @@ class EvictionController(PassLoop, RuleSteps):
     def _on_change(self, change: Change) -> None:
         if not self.settings.full_replan:
             self._pending.add(change)
+        if self._uids:
+            self._release_gone(change.pods)
         self.wake.set()
+
+    def _note_uid(self, pod: PodEviction) -> None:
+        self._uids.setdefault(pod.pod, set()).add(pod.uid)
+
+    def _release_gone(self, keys: Iterable[NamespacedName]) -> None:
+        """Forget the uids of pods that are gone: "never twice" needs a uid only while its
+        pod exists, and a long-running controller must not keep every uid it evicted."""
+        for key in keys:
+            uids = self._uids.get(key)
+            if uids is None:
+                continue
+            pod = self.tracker.pod(key)
+            gone = set(uids) if pod is None else {u for u in uids if u != pod.meta.uid}
+            for uid in gone:
+                if uid in self.in_flight:
+                    continue  # released when the eviction in flight ends
+                uids.discard(uid)
+                self.done.discard(uid)
+                self.left_to_upstream.discard(uid)
+                self.refused.discard(uid)
+                self.retry_at.pop(uid, None)
+            if not uids:
+                del self._uids[key]
 
     # -- main loop
 
@@ -196,6 +222,7 @@ class EvictionController(PassLoop, RuleSteps):
 
     def _leave_to_upstream(self, pod: PodEviction) -> None:
         if pod.uid not in self.left_to_upstream:
+            self._note_uid(pod)
             self.left_to_upstream.add(pod.uid)
             metrics.LEFT_TO_UPSTREAM.inc()
             log.info("eviction left to upstream's controller", kind="Pod", namespace=pod.pod.namespace,
@@ -209,6 +236,7 @@ class EvictionController(PassLoop, RuleSteps):
     # -- evictions
 
     async def _evict(self, pod: PodEviction) -> None:
+        self._note_uid(pod)
         self.in_flight.add(pod.uid)
         ns, name = pod.pod.namespace, pod.pod.name
         ok = False
@@ -234,6 +262,8 @@ class EvictionController(PassLoop, RuleSteps):
                 self.retry_at[pod.uid] = plus(self.clock(), duration(self.settings.retry_after)) or self.clock()
         finally:
             self.in_flight.discard(pod.uid)
+            if self.tracker.pod(pod.pod) is None:  # its DELETED event came while in flight
+                self._release_gone([pod.pod])
             self.wake.set()
 
     @staticmethod

@@ -94,3 +94,28 @@ def test_an_evicted_pod_is_never_evicted_twice() -> None:
         return client.deleted()
 
     assert asyncio.run(scenario()) == ["/api/v1/namespaces/ns/pods/a"]
+
+
+def test_an_evicted_pods_uid_is_forgotten_once_the_pod_is_gone() -> None:
+    """"Never twice" needs the uid only while the pod exists: a long-running controller
+    keeps nothing of the pods it evicted once their DELETED event arrived."""
+    objs = objects(toleration_seconds=0)
+    tracker = build_tracker(objs)
+    client = RecordingClient()
+
+    async def scenario() -> tuple[set[str], set[str]]:
+        controller = EvictionController(tracker, client, EvictionSettings(), clock=lambda: T0 + timedelta(hours=1))  # type: ignore[arg-type]
+        await controller.step()
+        await asyncio.gather(*controller.tasks)
+        evicted = set(controller.done)
+        terminating = {**objs[2], "metadata": {**objs[2]["metadata"], "deletionTimestamp": "2026-01-01T01:00:00Z"}}
+        tracker.apply({"type": "MODIFIED", "object": terminating})
+        await controller.step()
+        assert controller.done == {"ua"}  # still terminating: still remembered
+        tracker.apply({"type": "DELETED", "object": terminating})
+        await controller.step()
+        return evicted, controller.done | controller.left_to_upstream | controller.refused | set(controller._uids)
+
+    evicted, left = asyncio.run(scenario())
+    assert evicted == {"ua"} and left == set()
+    assert client.deleted() == ["/api/v1/namespaces/ns/pods/a"]
