@@ -41,7 +41,8 @@ def register(subparsers: Any) -> None:
                              f"the gate webhook, which then needs --gate-webhook-port "
                              f"(default: {','.join(DEFAULT_CONTROLLERS)})")
     parser.add_argument("--qps", type=float_range(0, 1e6, low_open=True), default=200.0, metavar="N",
-                        help="API requests per second, more than 0 (default 200)")
+                        help="API requests per second, more than 0 (default 200); Events have a "
+                             "limit of their own of the same size")
     parser.add_argument("--burst", type=int_range(1, 1_000_000), default=400, metavar="N",
                         help="API request burst, at least 1 (default 400)")
     parser.add_argument("--eviction-workers", type=int_range(1, 10_000), default=32, metavar="N",

@@ -105,9 +105,23 @@ class KubeClient:
         self.retries = retries
         self.timeout = timeout
         self._session: aiohttp.ClientSession | None = None
+        self._parent: KubeClient | None = None
         self.requests = 0
 
+    def sibling(self, limiter: RateLimiter) -> KubeClient:
+        """A client on this one's connections whose requests draw from LIMITER instead
+        (Events: kube-scheduler too posts them through a client of their own, so that
+        reports never slow the writes that matter). Closing it closes nothing."""
+        twin = KubeClient(self.credentials, retries=self.retries, timeout=self.timeout)
+        twin.limiter = limiter
+        twin._parent = self
+        return twin
+
     async def _ensure(self) -> aiohttp.ClientSession:
+        if self._parent is not None:
+            session = await self._parent._ensure()
+            self.credentials = self._parent.credentials
+            return session
         if self.credentials is None:
             self.credentials = await asyncio.to_thread(Credentials.load)
         if self._session is None or self._session.closed:
@@ -119,7 +133,7 @@ class KubeClient:
         return self._session
 
     async def close(self) -> None:
-        if self._session is not None:
+        if self._parent is None and self._session is not None:
             await self._session.close()
             self._session = None
 

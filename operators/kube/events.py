@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operators.kube.client import KubeClient
+from operators.kube.shared import events_limiter
 from operators.kube.supervision import guarded
 
 EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects go
@@ -16,7 +17,9 @@ EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects go
 
 class EventRecorder:
     def __init__(self, client: KubeClient, component: str, *, dedup_seconds: float = 600.0) -> None:
-        self.client = client
+        # Events draw from a rate limit of their own (see shared.events_limiter); test
+        # doubles of the client are used as they are.
+        self.client = client.sibling(events_limiter(client.limiter)) if isinstance(client, KubeClient) else client
         self.component = component
         self.instance = socket.gethostname()
         self.dedup_seconds = dedup_seconds

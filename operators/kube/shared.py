@@ -44,18 +44,29 @@ class SharedRateLimiter(RateLimiter):
         await self.bucket().take()
 
 
-_limiters: dict[tuple[float, int], SharedRateLimiter] = {}
+_limiters: dict[tuple[float, int, str], SharedRateLimiter] = {}
 _limiters_guard = threading.Lock()
 
 
-def process_limiter(qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST) -> SharedRateLimiter:
-    """The process's limiter for these settings (the same object on every call)."""
-    key = (float(qps), int(burst))
+def process_limiter(qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST,
+                    purpose: str = "writes") -> SharedRateLimiter:
+    """The process's limiter for these settings and PURPOSE (the same object on every
+    call): "writes" for the controllers' requests, "events" for their Events."""
+    key = (float(qps), int(burst), purpose)
     with _limiters_guard:
         found = _limiters.get(key)
         if found is None:
-            found = _limiters[key] = SharedRateLimiter(*key)
+            found = _limiters[key] = SharedRateLimiter(key[0], key[1])
         return found
+
+
+def events_limiter(limiter: RateLimiter) -> RateLimiter:
+    """The bucket for the Events of a client drawing from LIMITER: as large, but apart,
+    as kube-scheduler's event client is apart from its main client; process-wide when
+    LIMITER is."""
+    if isinstance(limiter, SharedRateLimiter):
+        return process_limiter(limiter.qps, limiter.burst, "events")
+    return RateLimiter(limiter.qps, limiter.burst)
 
 
 def shared_client(
@@ -73,4 +84,4 @@ def shared_client(
     return client
 
 
-__all__ = ["SharedRateLimiter", "process_limiter", "shared_client"]
+__all__ = ["SharedRateLimiter", "events_limiter", "process_limiter", "shared_client"]

@@ -14,6 +14,7 @@ from aiohttp import web
 from operators.kube.client import Credentials
 from operators.kube.conditions import merge_condition, transition_time
 from operators.kube.conflicts import read_modify_write
+from operators.kube.events import EventRecorder
 from operators.kube.shared import process_limiter, shared_client
 
 PATH = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c"
@@ -164,3 +165,21 @@ def test_the_transition_time_moves_only_when_the_status_flips(
     existing = [{"type": "Ready", **previous}] if previous is not None else []
     merged = merge_condition(existing, {"type": "Ready", "status": status}, "now")
     assert merged == [{"type": "Ready", "status": status, "lastTransitionTime": expected}]
+
+
+async def test_events_draw_from_a_bucket_of_their_own(server: Any) -> None:
+    """As kube-scheduler posts Events through a client of its own: a burst of reports
+    (one Event per evicted or allocated pod) never delays the writes themselves."""
+    fake, client = server
+    client.limiter = process_limiter(1.0, 1)  # one write now, the next in a second
+    recorder = EventRecorder(client, "draco-test")
+    assert recorder.client.limiter is process_limiter(1.0, 1, "events")
+    assert recorder.client.limiter is not client.limiter
+    before = recorder.client.requests
+    await recorder.emit({"kind": "Pod", "namespace": "ns", "name": "a", "uid": "u"}, "Tested", "m")
+    assert recorder.client.requests == before + 1 and client.requests == 0
+    started = time.monotonic()
+    await client.get(PATH)  # the writes' token is still there
+    assert time.monotonic() - started < 0.5
+    await recorder.client.close()  # closes nothing: the connections are the client's
+    assert not client._session.closed
