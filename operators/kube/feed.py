@@ -183,6 +183,7 @@ class SyncGate:
         delivered, neither added nor deleted; so while objects are still awaited, list
         their kinds again and stop awaiting what the server no longer has."""
         attempt = 0
+        awaited = self._awaited()
         while not self.done.is_set():
             # woken at once when the feed completes the sync, so this task never lingers
             with contextlib.suppress(TimeoutError):
@@ -190,11 +191,18 @@ class SyncGate:
             if self.done.is_set():
                 return
             attempt += 1
+            if self._awaited() < awaited:  # the feed is still delivering: no relist yet
+                awaited = self._awaited()  # (a list of 10,000 claims costs a second)
+                continue
             for kind in [k for k, v in self.expected.items() if v]:
                 keys = await self._list(kind, client)
                 if isinstance(keys, set):
                     self.expected[kind] &= keys
+            awaited = self._awaited()
             self._check()
+
+    def _awaited(self) -> int:
+        return sum(len(v) for v in self.expected.values())
 
     async def _list(self, kind: str, client: Any) -> set[tuple[str, str]] | str | None:
         """The keys of `kind`'s list; None when the server does not serve that kind; the

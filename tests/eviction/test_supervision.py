@@ -352,6 +352,27 @@ def test_an_object_deleted_before_the_watch_delivered_it_does_not_hold_the_gate_
     assert gate.done.is_set() and client.calls == 2
 
 
+def test_while_the_watch_still_delivers_the_initial_sync_lists_nothing_again() -> None:
+    """Relisting is for an object deleted before the watch listed it, i.e. a stalled
+    sync; while objects keep arriving (10,000 claims take kopf many seconds) a relist
+    would only cost a full list each time."""
+    from operators.kube.feed import SyncGate
+
+    pods = [{**POD_P, "metadata": {**POD_P["metadata"], "name": f"p{i}"}} for i in range(4)]
+    client = listing(Response(200, {"items": pods}))
+    gate = SyncGate()
+    gate.recheck_after = 0.0
+    arriving = iter(pods)
+
+    def deliver_one(attempt: int) -> float:
+        """Called before each recheck period: the watch delivers one more object in it."""
+        gate.observe("Pod", next(arriving))
+        return 0.0
+
+    asyncio.run(asyncio.wait_for(gate.prime(["Pod"], client, {}, delay=deliver_one), 5))
+    assert gate.done.is_set() and client.calls == 1
+
+
 def test_waiting_for_the_initial_sync_has_no_time_limit_by_default() -> None:
     from operators.kube.feed import SyncGate
 
