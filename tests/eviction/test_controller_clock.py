@@ -119,3 +119,43 @@ def test_an_evicted_pods_uid_is_forgotten_once_the_pod_is_gone() -> None:
     evicted, left = asyncio.run(scenario())
     assert evicted == {"ua"} and left == set()
     assert client.deleted() == ["/api/v1/namespaces/ns/pods/a"]
+
+
+def test_a_pass_starts_only_as_many_evictions_as_there_are_free_workers() -> None:
+    """12 due pods and 3 workers: the queue keeps the rest, and no pass walks the
+    evictions under way (it did after every eviction: quadratic in the pods)."""
+    objs = objects(toleration_seconds=0)
+    pods = []
+    for i in range(12):
+        pod = {**objs[2], "metadata": {**objs[2]["metadata"], "name": f"a{i}", "uid": f"ua{i}"}}
+        pods.append(pod)
+    claim = objs[1]
+    claim = {**claim, "status": {**claim["status"], "reservedFor": [
+        {"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]} for p in pods]}}
+    tracker = build_tracker([objs[0], claim, *pods])
+    release = asyncio.Event()
+
+    class SlowClient(RecordingClient):
+        async def delete(self, path: str, body: Any = None) -> Response:
+            await release.wait()
+            return await super().delete(path, body)
+
+    client = SlowClient()
+
+    async def scenario() -> tuple[int, int, int, list[str]]:
+        controller = EvictionController(tracker, client, EvictionSettings(workers=3),  # type: ignore[arg-type]
+                                        clock=lambda: T0 + timedelta(hours=1))
+        await controller.step()
+        await asyncio.sleep(0.05)
+        started, queued = len(controller.in_flight), len(controller.queue)
+        await controller.step()  # nothing finished: nothing more starts
+        again = len(controller.in_flight)
+        release.set()
+        for _ in range(20):
+            await asyncio.gather(*controller.tasks)
+            await controller.step()
+        return started, queued, again, client.deleted()
+
+    started, queued, again, deleted = asyncio.run(scenario())
+    assert (started, queued, again) == (3, 9, 3)
+    assert sorted(deleted) == sorted(f"/api/v1/namespaces/ns/pods/a{i}" for i in range(12))
