@@ -59,7 +59,14 @@ from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker
 from operators.allocator.claim_writer import WriteResult, pod_reference, write_claim
 from operators.allocator.holds import DEFAULT_TTL, Holds, InUse
 from operators.allocator.inventory import inventory_from_tracker
-from operators.allocator.nodes import NodeIndex, Placement, PodFit, candidate_nodes, place
+from operators.allocator.nodes import (
+    NodeIndex,
+    Placement,
+    PodFit,
+    candidate_nodes,
+    filter_shape,
+    place,
+)
 from operators.allocator.pod_claims import (
     GATE,
     Blocked,
@@ -127,6 +134,7 @@ class AllocatorController(KeyedPassLoop):
         self.nodes: dict[str, NodeInfo] = {}  # labels, taints, cordon
         self.nodes_listed = False
         self._index: NodeIndex | None = None
+        self._next_start = 0  # where the next node search begins (see nodes.place)
         self._classes: dict[str, DeviceClass] = {}
         self._taken: set[DeviceID] | None = None  # devices the tracker counts as taken
         self.allocated_total = 0
@@ -281,11 +289,22 @@ class AllocatorController(KeyedPassLoop):
 
     def _place(self, work: Work) -> Placement:
         index = self._node_index()
-        allowed, refused = candidate_nodes(index.nodes, [PodFit(work.pod, work.allocated)])
+        shape = None if work.allocated else filter_shape(work.pod)
+        found = index.filtered.get(shape) if shape is not None else None
+        if found is None:
+            found = candidate_nodes(index.nodes, [PodFit(work.pod, work.allocated)])
+            if shape is not None:
+                if len(index.filtered) >= 1024:  # bounded: pod shapes are few, but who knows
+                    index.filtered.clear()
+                index.filtered[shape] = found
+        allowed, refused = found
         view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
         view.nodes = allowed
-        return place(list(work.pending), view, self._classes, self._current_in_use(),
-                     self.settings.budget, refused=refused)
+        placement = place(list(work.pending), view, self._classes, self._current_in_use(),
+                          self.settings.budget, refused=refused, start=self._next_start)
+        if allowed:
+            self._next_start = (self._next_start + placement.examined) % len(allowed)
+        return placement
 
     def _node_index(self) -> NodeIndex:
         if self._index is None:

@@ -31,6 +31,7 @@ effect and deterministic.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,7 @@ from operators.allocator.requests import AllocationError, Wanted, wanted_for_cla
 from operators.allocator.scoring import normalize, pick, rank_bound, raw_score
 from operators.allocator.search import selectors_match, taint_blocks
 from operators.model import DeviceClass, DeviceID, NodePlacement, Pod, ResourceClaim
+from operators.model.fields import thaw
 from operators.model.nodes import PodToleration, cordoned, untolerated_taint
 
 
@@ -62,6 +64,7 @@ class Placement:
     node: str | None = None
     tried: int = 0
     scores: Mapping[str | None, int] = field(default_factory=dict)  # normalized
+    examined: int = 0  # candidate nodes looked at before the search stopped
 
     @property
     def allocated(self) -> bool:
@@ -74,6 +77,9 @@ class Matcher:
     def __init__(self, inventory: Inventory) -> None:
         self.devices: list[Candidate] = [d for p in inventory for s in p.slices for d in s.devices]
         self._matches: dict[tuple[Any, ...], tuple[frozenset[DeviceID], tuple[Candidate, ...]]] = {}
+        # per matched tuple (by id): where the last free device was found, so that the
+        # next whole-inventory check starts there instead of walking every taken device
+        self.hints: dict[int, int] = {}
 
     def matching(self, w: Wanted) -> tuple[frozenset[DeviceID], tuple[Candidate, ...]]:
         """The ids of the matching devices, and those devices in inventory order."""
@@ -114,6 +120,10 @@ class NodeIndex:
                     else:
                         self._other.add(i)
         self._cache: dict[str | None, tuple[Inventory, tuple[Candidate, ...]]] = {}
+        # candidate_nodes' answer per pod shape (tolerations, node selector, affinity),
+        # valid as long as this index (its nodes) is: 2,000 nodes filtered per pod cost
+        # more than the allocation itself
+        self.filtered: dict[Any, tuple[list[NodeInfo], list[RefusedNode]]] = {}
 
     def view(self, node: NodeInfo | None) -> tuple[Inventory, tuple[Candidate, ...]]:
         """The pools the node reaches (in search order) and its reachable devices."""
@@ -152,7 +162,17 @@ def _enough(w: Wanted, devices: Collection[Candidate] | None, matcher: Matcher,
     need = w.count
     if len(matching) < need:
         return False
-    for d in matched if devices is None else devices:
+    if devices is None:  # the whole inventory, from where the last such check succeeded
+        start = matcher.hints.get(id(matched), 0) % len(matched) if matched else 0
+        for i in range(len(matched)):
+            d = matched[(start + i) % len(matched)]
+            if (w.admin_access or d.id not in in_use) and not taint_blocks(d.taints, w.tolerations):
+                need -= 1
+                if need <= 0:
+                    matcher.hints[id(matched)] = (start + i) % len(matched)
+                    return True
+        return False
+    for d in devices:
         if d.id in matching and (w.admin_access or d.id not in in_use) \
                 and not taint_blocks(d.taints, w.tolerations):
             need -= 1
@@ -206,6 +226,13 @@ class PodFit:
     label: str = ""  # NS/NAME, named in reasons when several pods share the claims
 
 
+def filter_shape(pod: Pod) -> Any:
+    """What `candidate_nodes` reads of a pod without allocated claims, hashable: pods of
+    one shape (most of a workload's) are filtered once per node index."""
+    affinity = json.dumps(thaw(pod.affinity), sort_keys=True) if pod.affinity else ""
+    return (pod.tolerations, tuple(sorted(pod.node_selector.items())), affinity)
+
+
 def candidate_nodes(nodes: Iterable[NodeInfo], pods: Sequence[PodFit],
                     ) -> tuple[list[NodeInfo], list[RefusedNode]]:
     """The nodes on which every pod may run, and why the others are ruled out: per node
@@ -242,12 +269,16 @@ def place(
     only: NodeInfo | None = None,
     with_explain: bool = True,
     refused: Sequence[RefusedNode] = (),
+    start: int = 0,
 ) -> Placement:
     """Allocate the pod's `claims` on the best candidate; `only`: try that node alone.
 
     `refused`: the nodes `candidate_nodes` ruled out for the pod (not in
     `index.nodes`); they count in the reason when nothing fits, and when they are all
-    the nodes there are, "no node" is not tried either.
+    the nodes there are, "no node" is not tried either. `start`: the node the search
+    begins with (kube-scheduler too starts each search where the last one stopped, so
+    that full nodes at the front are not walked again for every pod); the CLI starts
+    at 0 and so answers the same every time.
     """
     deadline = time.monotonic() + budget_s
     # Problems independent of any node (missing class, > 32 results, bad constraints)
@@ -267,7 +298,8 @@ def place(
     elif refused and not index.nodes:
         candidates = []  # every node the pod may use refuses it: "no node" would not help
     else:
-        candidates = [None, *index.nodes]
+        first = start % len(index.nodes) if index.nodes else 0
+        candidates = [None, *index.nodes[first:], *index.nodes[:first]]
     all_ranks = _ranks(plan, None, index.matcher, in_use)
     ceiling = rank_bound(all_ranks) if all_ranks is not None else 0
     raw: dict[str | None, int] = {}
@@ -276,9 +308,11 @@ def place(
     best = -1
     tried = 0
     unreached = too_few = searched = 0  # how the nodes fell away, for when none fits
+    examined = 0
     for node in candidates:
         if all_ranks is None and only is None:
             break
+        examined += 0 if node is None else 1
         pools, devices = index.view(node)
         if not pools and only is None and any(plan):
             unreached += 1 if node is not None else 0
@@ -313,9 +347,9 @@ def place(
         funnel = NodeFunnel(len(index.nodes) + len(refused), all_ranks is None, unreached, too_few,
                             searched, tuple(refused))
         return Placement(_nothing_fits(claims, index, classes, in_use, funnel, with_explain),
-                         tried=tried)
+                         tried=tried, examined=examined)
     chosen = pick(order, raw)
-    return Placement(outcomes[chosen], chosen, tried, normalize(raw))
+    return Placement(outcomes[chosen], chosen, tried, normalize(raw), examined)
 
 
 def _nothing_fits(claims: Sequence[ResourceClaim], index: NodeIndex,
