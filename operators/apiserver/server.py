@@ -424,7 +424,10 @@ class APIServer:
                 if left <= 0 or watcher.closed and watcher.queue.empty():
                     break
                 try:
-                    item = await asyncio.wait_for(watcher.queue.get(), min(left, BOOKMARK_EVERY))
+                    # asyncio.timeout: Python 3.11's wait_for can swallow a cancellation
+                    # (a client gone) that arrives with an item, and the watch lives on
+                    async with asyncio.timeout(min(left, BOOKMARK_EVERY)):
+                        item = await watcher.queue.get()
                 except TimeoutError:
                     if bookmarks:
                         mark = {"type": "BOOKMARK", "object": {

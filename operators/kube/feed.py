@@ -186,8 +186,9 @@ class SyncGate:
         awaited = self._awaited()
         while not self.done.is_set():
             # woken at once when the feed completes the sync, so this task never lingers
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.done.wait(), max(delay(attempt), self.recheck_after))
+            with contextlib.suppress(TimeoutError):  # (asyncio.timeout: see kube/shell.py)
+                async with asyncio.timeout(max(delay(attempt), self.recheck_after)):
+                    await self.done.wait()
             if self.done.is_set():
                 return
             attempt += 1
@@ -240,7 +241,8 @@ class SyncGate:
         while not self.done.is_set():
             left = self.warn_every if deadline is None else min(self.warn_every, deadline - loop.time())
             try:
-                await asyncio.wait_for(self.done.wait(), max(left, 0))
+                async with asyncio.timeout(max(left, 0)):  # not wait_for: see kube/shell.py
+                    await self.done.wait()
             except TimeoutError:
                 if deadline is not None and loop.time() >= deadline:
                     log.warning("initial sync incomplete", missing=self.missing())

@@ -246,7 +246,8 @@ class LeaderElector:
     async def _bounded(self, attempt: Awaitable[bool], limit: float) -> bool:
         """One attempt that may take at most `limit` seconds (a hung request is a failure)."""
         try:
-            return await asyncio.wait_for(attempt, timeout=max(limit, 0.001))
+            async with asyncio.timeout(max(limit, 0.001)):  # not wait_for: see kube/shell.py
+                return await attempt
         except TimeoutError:
             log.warning("lease request timed out", lease=self.config.describe)
             return False
@@ -334,7 +335,8 @@ class LeaderElector:
 
     @staticmethod
     async def _bounded_none(call: Awaitable[None], limit: float) -> None:
-        await asyncio.wait_for(call, timeout=limit)
+        async with asyncio.timeout(limit):  # not wait_for: see kube/shell.py
+            await call
 
     async def _wait(self, stop: asyncio.Event, seconds: float) -> None:
         """Sleep on the elector's clock, waking early when `stop` is set."""

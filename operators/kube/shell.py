@@ -111,8 +111,12 @@ class PassLoop:
                     report_error(self.name, "pass", exc)
                     self.resync()
                     delay = self.retry_delay()
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a
+                # cancellation that arrives as the wait ends, and the loop would outlive
+                # its own cancellation (shutdown hung on it)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), timeout=max(delay, 0.01))
+                    async with asyncio.timeout(max(delay, 0.01)):
+                        await self.wake.wait()
                 self.wake.clear()
         finally:
             if self._unsubscribe is not None:
