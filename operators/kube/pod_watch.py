@@ -186,12 +186,16 @@ class PodFeed:
                 attempt += 1
 
     async def _list(self, session: aiohttp.ClientSession, host: str) -> None:
+        log.info("listing pods", kind=KIND, first=not self.synced.is_set())
         listed: set[NamespacedName] = set()
         token = ""
         rv = ""
         while True:
             query = {"limit": str(self.page_size), **({"continue": token} if token else {})}
-            async with session.get(f"{host}{PODS}?{urllib.parse.urlencode(query)}") as resp:
+            # a page must come within a minute (the session's read timeout is the watch's,
+            # minutes): a list stalled on a server that is still starting is retried
+            async with session.get(f"{host}{PODS}?{urllib.parse.urlencode(query)}",
+                                   timeout=aiohttp.ClientTimeout(total=60)) as resp:
                 raw = await resp.read()
                 if resp.status == 410 and token:  # the continue token expired: start over
                     listed.clear()
@@ -215,6 +219,7 @@ class PodFeed:
             self._apply("DELETED", pod)  # deleted while draco did not watch
         self.stats.lists += 1
         self.resource_version = rv
+        log.info("listed pods", kind=KIND, kept=len(listed), probed=self.stats.events)
         if not self.synced.is_set():
             self.synced.set()
             if self.gate is not None:
