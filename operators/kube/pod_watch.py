@@ -149,6 +149,10 @@ class PodFeed:
         self.watch_seconds = watch_seconds
         self.delay = delay
         self.resource_version = ""
+        # the first list may come from the API server's watch cache (resourceVersion=0, as
+        # informers do: no etcd read, and served while etcd is slow); after a 410 the
+        # list must be consistent, or the feed could step back in time
+        self.consistent = False
         self.stats = PodFeedStats()
         self.synced = asyncio.Event()
         if gate is not None:
@@ -172,6 +176,7 @@ class PodFeed:
                 except Expired:
                     log.info("pod watch expired; listing again", kind=KIND)
                     self.resource_version = ""
+                    self.consistent = True
                     continue
                 except ListFailed as err:
                     if self.gate is not None and not self.synced.is_set():
@@ -191,7 +196,11 @@ class PodFeed:
         token = ""
         rv = ""
         while True:
-            query = {"limit": str(self.page_size), **({"continue": token} if token else {})}
+            query = {"limit": str(self.page_size)}
+            if token:
+                query["continue"] = token
+            elif not self.consistent:
+                query["resourceVersion"] = "0"
             # a page must come within a minute (the session's read timeout is the watch's,
             # minutes): a list stalled on a server that is still starting is retried
             async with session.get(f"{host}{PODS}?{urllib.parse.urlencode(query)}",

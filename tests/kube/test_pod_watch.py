@@ -251,3 +251,44 @@ async def test_the_kopf_feeds_keep_no_keys_once_the_initial_sync_is_done() -> No
     assert gate.done.is_set()
     await feed(event={"type": "ADDED", "object": claim("c")})
     assert seen == {}
+
+
+async def test_the_first_list_reads_the_cache_and_a_list_after_410_is_consistent() -> None:
+    """Like an informer: the first list asks for resourceVersion=0 (the API server's watch
+    cache, no etcd read, answered while etcd is slow); after the watch's resourceVersion
+    expired, the list must not step back in time, so it asks for the latest state."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    lists: list[dict[str, str]] = []
+    watches = 0
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        nonlocal watches
+        if request.query.get("watch"):
+            watches += 1
+            resp = web.StreamResponse()
+            await resp.prepare(request)
+            if watches == 1:
+                await resp.write(b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}\n')
+            else:
+                await asyncio.sleep(30)
+            return resp
+        lists.append(dict(request.query))
+        return web.json_response({"kind": "PodList", "metadata": {"resourceVersion": str(len(lists))},
+                                  "items": [pod("claim", **CLAIMS)]})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", pods)
+    async with TestServer(app) as srv:
+        creds = Credentials(str(srv.make_url("")).rstrip("/"), {}, False)
+        tracker = Tracker()
+        feed = PodFeed(tracker, credentials=lambda: creds, delay=lambda attempt: 0.05)
+        task = asyncio.create_task(feed.run())
+        try:
+            await until(lambda: watches >= 2, "the watch after the relist")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert [q.get("resourceVersion") for q in lists] == ["0", None]
+    assert feed.resource_version == "2" and held(tracker) == {"claim"}
