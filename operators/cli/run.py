@@ -159,10 +159,9 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
         gate.primed.clear()
         gate.done.clear()
         loop = asyncio.get_running_loop()
-        if "Pod" in feeds:  # pods come through a watch of draco's own (kube/pod_watch.py)
-            from operators.kube.pod_watch import PodFeed
-
-            priming.append(loop.create_task(PodFeed(tracker, gate).run()))
+        # pods, claims and slices come through watches of draco's own (kube/list_watch.py)
+        for feed in own_feeds(tracker, gate, feeds):
+            priming.append(loop.create_task(feed.run()))
         client = KubeClient()
         try:
             # Not awaited here: kopf starts its watches only after startup handlers.
@@ -222,6 +221,18 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
         settings.scanning.disabled = not controllers
 
     return registry, tracker, started
+
+
+def own_feeds(tracker: Any, gate: Any, feeds: list[str]) -> list[Any]:
+    """draco's own list+watch feeds for the many-object kinds among `feeds`."""
+    from operators.kube.list_watch import CLAIMS, SLICES, ListWatch
+    from operators.kube.pod_watch import PodFeed
+
+    out: list[Any] = []
+    if "Pod" in feeds:
+        out.append(PodFeed(tracker, gate))
+    out += [ListWatch(kind, tracker, gate) for kind in (CLAIMS, SLICES) if kind.name in feeds]
+    return out
 
 
 async def _prime(gate: Any, feeds: list[str], client: Any, seen: Any) -> None:

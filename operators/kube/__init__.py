@@ -8,6 +8,7 @@
     events.py     EventRecorder: core/v1 Events, deduplicated
     conditions.py metav1.Condition bookkeeping (transition_time, merge_condition)
     feed.py       kopf watch streams -> the shared tracker, initial-sync gate
+    list_watch.py ListWatch: draco's own list+watch (msgspec) of pods, claims and slices
     pod_watch.py  PodFeed: draco's own list+watch of Pods; a pod that uses no claim and
                   has no scheduling gate is probed (msgspec) and dropped, never kept
     supervision.py guarded() steps and the Supervisor of controller loops: errors logged,

@@ -32,6 +32,8 @@ WATCHED: dict[str, tuple[str, str, str]] = {
     "DeviceTaintRule.resource.k8s.io": ("resource.k8s.io", "", "devicetaintrules"),
 }
 UPSTREAM_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
+# the many-object kinds: fed by draco's own list+watch (kube/list_watch.py), not kopf
+OWN_FEEDS = ("Pod", "ResourceClaim", "ResourceSlice")
 
 
 FeedHandler = Callable[..., Coroutine[Any, Any, None]]
@@ -76,11 +78,12 @@ def feed_handler(tracker: Tracker, kind: str, seen: dict[str, set[tuple[str, str
 
 def register_feed(registry: kopf.OperatorRegistry, tracker: Tracker, kinds: Iterable[str],
                   gate: SyncGate | None = None) -> dict[str, set[tuple[str, str]]]:
-    """Feed `kinds` into the tracker through kopf (Pods excepted: `PodFeed` watches them);
-    returns the keys seen per kind until the initial sync is done (for the gate)."""
+    """Feed `kinds` into the tracker through kopf (those in OWN_FEEDS excepted: draco's own
+    list+watch feeds them); returns the keys seen per kind until the initial sync is done
+    (for the gate)."""
     seen: dict[str, set[tuple[str, str]]] = {}
     for kind in kinds:
-        if kind == "Pod":
+        if kind in OWN_FEEDS:
             continue
         group, version, plural = WATCHED[kind]
         kopf.on.event(group=group, version=version or None, plural=plural, registry=registry)(

@@ -19,7 +19,8 @@ import pytest
 from operators.apiserver.testing import EmbeddedCluster
 from operators.kube.client import Credentials
 from operators.kube.feed import SyncGate
-from operators.kube.pod_watch import Expired, PodFeed, _lines, _probe, needed
+from operators.kube.list_watch import lines
+from operators.kube.pod_watch import Expired, PodFeed, _probe, needed
 from operators.model import NamespacedName
 from operators.tracker import Tracker
 
@@ -225,7 +226,7 @@ async def test_lines_of_any_length_across_chunks() -> None:
         for piece in (b'{"a":1}\n{"b":', b"2}\n", big[:100_000], big[100_000:], b"\n\n", b'{"c":3}'):
             yield piece
 
-    assert [line async for line in _lines(chunks())] == [b'{"a":1}', b'{"b":2}', big, b'{"c":3}']
+    assert [line async for line in lines(chunks())] == [b'{"a":1}', b'{"b":2}', big, b'{"c":3}']
 
 
 async def test_the_kopf_feeds_keep_no_keys_once_the_initial_sync_is_done() -> None:
