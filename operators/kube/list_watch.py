@@ -19,7 +19,8 @@ first list has not succeeded. One bad event is one logged, counted error.
 Not a watch-list (`sendInitialEvents=true`, client-go's WatchListClient): tried against
 kube-apiserver 1.34 with 20,000 pods, streaming the state took 2.2-3.7 s against
 1.1-1.9 s for one list from the watch cache (which ignores `limit`), and start-up time
-is what a big cluster waits for; the list's one large response is freed page by page.
+is what a big cluster waits for. The list's one response (57 MB for those pods) is held
+only while its items are probed.
 """
 
 from __future__ import annotations
