@@ -62,7 +62,27 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
     return args
 
 
+def _prefetch_for_run(argv: Sequence[str]) -> None:
+    """`draco run` started from the command line: ask for the big first lists now, while
+    the rest of draco is imported (kube/prefetch.py); never for --help or `none`."""
+    if not argv or argv[0] != "run" or any(a in ("-h", "--help") for a in argv):
+        return
+    from operators.cli.run import FEEDS
+    from operators.kube import prefetch
+
+    chosen = os.environ.get("DRACO_CONTROLLERS", ",".join(FEEDS))
+    for i, arg in enumerate(argv):
+        if arg == "--controllers" and i + 1 < len(argv):
+            chosen = argv[i + 1]
+        elif arg.startswith("--controllers="):
+            chosen = arg.partition("=")[2]
+    kinds = {kind for name in chosen.split(",") for kind in FEEDS.get(name.strip(), ())}
+    prefetch.start([path for kind, path in prefetch.PATHS.items() if kind in kinds])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # a process of its own (tests calling main() in-process pass argv)
+        _prefetch_for_run(sys.argv[1:])
     parser = build_parser()
     args = _parse(parser, argv)
     func = getattr(args, "func", None)

@@ -36,6 +36,7 @@ import aiohttp
 import msgspec
 import structlog
 
+from operators.kube import prefetch
 from operators.kube.client import Credentials
 from operators.kube.supervision import guarded, report_error
 from operators.model import NamespacedName
@@ -134,9 +135,9 @@ def _key(obj: Any) -> NamespacedName:
     return NamespacedName(obj.meta.namespace, obj.meta.name)
 
 
-CLAIMS = Kind("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims",
+CLAIMS = Kind("ResourceClaim", prefetch.PATHS["ResourceClaim"],
               held=lambda t: t.claims(), holds=lambda t, k: t.claim(k) is not None)
-SLICES = Kind("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices",
+SLICES = Kind("ResourceSlice", prefetch.PATHS["ResourceSlice"],
               held=lambda t: t.resource_slices(), holds=lambda t, k: t.resource_slice(k.name) is not None)
 
 
@@ -206,24 +207,17 @@ class ListWatch:
         token = ""
         rv = ""
         pages = 0
+        # the first page of the first list may have been asked for while draco started
+        early = await prefetch.take(self.kind.path, host) \
+            if not self.synced.is_set() and self.page_size == prefetch.PAGE_SIZE else None
         while True:
             pages += 1
-            query = {"limit": str(self.page_size)}
-            if token:
-                query["continue"] = token
-            elif not self.consistent:
-                query["resourceVersion"] = "0"
-            # a page must come within a minute (the session's read timeout is the watch's,
-            # minutes): a list stalled on a server that is still starting is retried
-            async with session.get(f"{host}{self.kind.path}?{urllib.parse.urlencode(query)}",
-                                   timeout=aiohttp.ClientTimeout(total=60)) as resp:
-                raw = await resp.read()
-                if resp.status == 410 and token:  # the continue token expired: start over
-                    listed.clear()
-                    token = ""
-                    continue
-                if resp.status != 200:
-                    raise ListFailed(f"HTTP {resp.status}")
+            raw = early if early is not None else await self._page(session, host, token)
+            early = None
+            if raw is None:  # the continue token expired: start over
+                listed.clear()
+                token = ""
+                continue
             try:
                 page = _page.decode(raw)
             except msgspec.DecodeError as err:
@@ -248,6 +242,24 @@ class ListWatch:
             if self.gate is not None:
                 self.gate.failing_list(kind, None)
                 self.gate.release(kind)
+
+    async def _page(self, session: aiohttp.ClientSession, host: str, token: str) -> bytes | None:
+        """One page of the list; None when the continue token expired."""
+        query = {"limit": str(self.page_size)}
+        if token:
+            query["continue"] = token
+        elif not self.consistent:
+            query["resourceVersion"] = "0"
+        # a page must come within a minute (the session's read timeout is the watch's,
+        # minutes): a list stalled on a server that is still starting is retried
+        async with session.get(f"{host}{self.kind.path}?{urllib.parse.urlencode(query)}",
+                               timeout=aiohttp.ClientTimeout(total=60)) as resp:
+            raw = await resp.read()
+            if resp.status == 410 and token:
+                return None
+            if resp.status != 200:
+                raise ListFailed(f"HTTP {resp.status}")
+        return raw
 
     async def _watch(self, session: aiohttp.ClientSession, host: str) -> None:
         query = {"watch": "1", "allowWatchBookmarks": "true", "resourceVersion": self.resource_version,

@@ -14,11 +14,12 @@ from collections.abc import Callable
 
 import msgspec
 
+from operators.kube import prefetch
 from operators.kube.client import Credentials
 from operators.kube.list_watch import Expired, Gate, Kind, ListWatch, Meta, backoff
 from operators.tracker import Tracker
 
-PODS = "/api/v1/pods"
+PODS = prefetch.PATHS["Pod"]
 KIND = "Pod"
 
 
