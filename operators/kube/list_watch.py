@@ -210,6 +210,8 @@ class ListWatch:
         # the first page of the first list may have been asked for while draco started
         early = await prefetch.take(self.kind.path, host) \
             if not self.synced.is_set() and self.page_size == prefetch.PAGE_SIZE else None
+        if early is not None:
+            log.info("first page asked for at start", kind=kind, bytes=len(early))
         while True:
             pages += 1
             raw = early if early is not None else await self._page(session, host, token)
