@@ -111,6 +111,7 @@ class FeedStats:
     decoded: int = 0  # of those, decoded whole and given to the tracker
     bad: int = 0  # undecodable events or objects the tracker refused
     lists: int = 0  # full lists (1 + relists after 410)
+    reads: int = 0  # reads of watch streams that brought events
 
 
 @dataclass(frozen=True)
@@ -147,8 +148,9 @@ class ListWatch:
     def __init__(self, kind: Kind, tracker: Tracker, gate: Gate | None = None, *,
                  credentials: Callable[[], Credentials] = Credentials.load,
                  page_size: int = 500, watch_seconds: int = 300,
-                 delay: Callable[[int], float] = backoff) -> None:
+                 delay: Callable[[int], float] = backoff, gather: float = 0.02) -> None:
         self.kind = kind
+        self.gather = gather  # seconds between two reads of a watch stream
         self.tracker = tracker
         self.gate = gate
         self.credentials = credentials
@@ -272,9 +274,20 @@ class ListWatch:
             if resp.status != 200:
                 raise ListFailed(f"watch answered HTTP {resp.status}")
             async for batch in line_batches(resp.content.iter_any()):
-                with self.tracker.batch():  # the controllers hear of a chunk's events once
-                    for line in batch:
-                        self.line(line)
+                self.stats.reads += 1
+                if len(batch) == 1:
+                    self.line(batch[0])
+                else:
+                    with self.tracker.batch():  # the controllers hear of a chunk's events once
+                        for line in batch:
+                            self.line(line)
+                if self.gather:
+                    # Under churn, events come one per network read, and each read woken
+                    # for costs far more than the event itself (measured on a real
+                    # cluster: 0.22 ms of draco's CPU per plain-pod event, of which 0.03 ms
+                    # is decoding it). A pause lets a burst gather into one read; a lone
+                    # event waits at most this long.
+                    await asyncio.sleep(self.gather)
 
     # ------------------------------------------------------------------ one event
 

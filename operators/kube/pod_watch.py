@@ -66,9 +66,9 @@ class PodFeed(ListWatch):
     def __init__(self, tracker: Tracker, gate: Gate | None = None, *,
                  credentials: Callable[[], Credentials] = Credentials.load,
                  page_size: int = 500, watch_seconds: int = 300,
-                 delay: Callable[[int], float] = backoff) -> None:
+                 delay: Callable[[int], float] = backoff, gather: float = 0.02) -> None:
         super().__init__(POD_KIND, tracker, gate, credentials=credentials, page_size=page_size,
-                         watch_seconds=watch_seconds, delay=delay)
+                         watch_seconds=watch_seconds, delay=delay, gather=gather)
 
 
 __all__ = ["POD_KIND", "Expired", "PodFeed", "needed"]

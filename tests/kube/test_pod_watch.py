@@ -293,3 +293,38 @@ async def test_the_first_list_reads_the_cache_and_a_list_after_410_is_consistent
             await asyncio.gather(task, return_exceptions=True)
     assert [q.get("resourceVersion") for q in lists] == ["0", None]
     assert feed.resource_version == "2" and held(tracker) == {"claim"}
+
+
+async def test_a_burst_of_watch_events_is_read_in_a_few_reads() -> None:
+    """Under churn each event would be one read, and a read costs far more than the
+    event: the feed pauses between reads so that a burst gathers."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if not request.query.get("watch"):
+            return web.json_response({"kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []})
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for i in range(100):
+            body = pod(f"p-{i}", **CLAIMS)
+            body["metadata"]["resourceVersion"] = str(i + 2)
+            await resp.write(json.dumps({"type": "ADDED", "object": body}).encode() + b"\n")
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(30)
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", pods)
+    async with TestServer(app) as srv:
+        creds = Credentials(str(srv.make_url("")).rstrip("/"), {}, False)
+        tracker = Tracker()
+        feed = PodFeed(tracker, credentials=lambda: creds, delay=lambda attempt: 0.05, gather=0.2)
+        task = asyncio.create_task(feed.run())
+        try:
+            await until(lambda: len(held(tracker)) == 100, "every event")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert feed.resource_version == "101" and feed.stats.events == 100
+    assert feed.stats.reads < 50  # one read per event without the pause
