@@ -134,6 +134,7 @@ class AllocatorController(KeyedPassLoop):
         self.nodes: dict[str, NodeInfo] = {}  # labels, taints, cordon
         self.nodes_listed = False
         self._index: NodeIndex | None = None
+        self._nodes_changed: set[str] = set()  # nodes changed since the index was built
         self._next_start = 0  # where the next node search begins (see nodes.place)
         self._classes: dict[str, DeviceClass] = {}
         self._taken: set[DeviceID] | None = None  # devices the tracker counts as taken
@@ -146,6 +147,7 @@ class AllocatorController(KeyedPassLoop):
     def resync(self) -> None:
         self._rescan = True
         self._index = None
+        self._nodes_changed = set()
         self._taken = None
 
     # -- what wakes the loop
@@ -186,7 +188,7 @@ class AllocatorController(KeyedPassLoop):
             changed = self.nodes.get(node.name) != node
             self.nodes[node.name] = node
         if changed:
-            self._index = None
+            self._nodes_changed.add(node.name)
             self._view_changed()
             self.wake.set()
 
@@ -311,6 +313,9 @@ class AllocatorController(KeyedPassLoop):
             nodes = [node for _, node in sorted(self.nodes.items())]
             self._index = NodeIndex(inventory_from_tracker(self.tracker), nodes)
             self._classes = {c.name: c for c in self.tracker.device_classes()}
+        elif self._nodes_changed:  # the devices are the same: only the node list is new
+            self._index = self._index.with_nodes(list(self.nodes.values()), self._nodes_changed)
+        self._nodes_changed = set()
         return self._index
 
     def _current_in_use(self) -> InUse:

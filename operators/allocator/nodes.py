@@ -31,6 +31,7 @@ effect and deterministic.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -124,6 +125,18 @@ class NodeIndex:
         # valid as long as this index (its nodes) is: 2,000 nodes filtered per pod cost
         # more than the allocation itself
         self.filtered: dict[Any, tuple[list[NodeInfo], list[RefusedNode]]] = {}
+
+    def with_nodes(self, nodes: Sequence[NodeInfo], changed: set[str]) -> NodeIndex:
+        """This index for another node list, where only the nodes named in `changed` are
+        new, gone or different: the inventory's split and the views of the other nodes
+        are kept (a node's labels or taints changing must not rebuild the index of
+        16,000 devices; kwok and kube-controller-manager rewrite a label on every
+        heartbeat), and the per-pod-shape candidate lists start over."""
+        twin = copy.copy(self)
+        twin.nodes = sorted(nodes, key=lambda n: n.name)
+        twin._cache = {k: v for k, v in self._cache.items() if k is None or k not in changed}
+        twin.filtered = {}
+        return twin
 
     def view(self, node: NodeInfo | None) -> tuple[Inventory, tuple[Candidate, ...]]:
         """The pools the node reaches (in search order) and its reachable devices."""
