@@ -38,6 +38,7 @@ import structlog
 
 from operators.kube import prefetch
 from operators.kube.client import Credentials
+from operators.kube.feed import retry_delay
 from operators.kube.supervision import guarded, report_error
 from operators.model import NamespacedName
 from operators.tracker import Tracker
@@ -127,10 +128,6 @@ class Kind:
     needed: Callable[[Any], bool] = lambda probe: True
 
 
-def backoff(attempt: int) -> float:
-    return float(min(30, 2 ** attempt))
-
-
 def _key(obj: Any) -> NamespacedName:
     """The key of a tracker model (every model has `meta`)."""
     return NamespacedName(obj.meta.namespace, obj.meta.name)
@@ -147,8 +144,8 @@ class ListWatch:
 
     def __init__(self, kind: Kind, tracker: Tracker, gate: Gate | None = None, *,
                  credentials: Callable[[], Credentials] = Credentials.load,
-                 page_size: int = 500, watch_seconds: int = 300,
-                 delay: Callable[[int], float] = backoff, gather: float = 0.02) -> None:
+                 page_size: int = prefetch.PAGE_SIZE, watch_seconds: int = 300,
+                 delay: Callable[[int], float] = retry_delay, gather: float = 0.02) -> None:
         self.kind = kind
         self.gather = gather  # seconds between two reads of a watch stream
         self.tracker = tracker

@@ -16,7 +16,8 @@ import msgspec
 
 from operators.kube import prefetch
 from operators.kube.client import Credentials
-from operators.kube.list_watch import Expired, Gate, Kind, ListWatch, Meta, backoff
+from operators.kube.feed import retry_delay
+from operators.kube.list_watch import Expired, Gate, Kind, ListWatch, Meta
 from operators.tracker import Tracker
 
 PODS = prefetch.PATHS["Pod"]
@@ -65,8 +66,8 @@ class PodFeed(ListWatch):
 
     def __init__(self, tracker: Tracker, gate: Gate | None = None, *,
                  credentials: Callable[[], Credentials] = Credentials.load,
-                 page_size: int = 500, watch_seconds: int = 300,
-                 delay: Callable[[int], float] = backoff, gather: float = 0.02) -> None:
+                 page_size: int = prefetch.PAGE_SIZE, watch_seconds: int = 300,
+                 delay: Callable[[int], float] = retry_delay, gather: float = 0.02) -> None:
         super().__init__(POD_KIND, tracker, gate, credentials=credentials, page_size=page_size,
                          watch_seconds=watch_seconds, delay=delay, gather=gather)
 
