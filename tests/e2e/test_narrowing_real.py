@@ -2,7 +2,8 @@
 
 Random gated pods and allocation node selectors go through `operators.narrowing.narrow`;
 each resulting update (narrowed affinity, draco's gate removed) is sent to the real
-1.34 server as a PUT of the stored pod. KEP-3838's validation there is the oracle.
+1.34 server as a PUT of the stored pod (re-read and retried on a 409, as the
+controller does). KEP-3838's validation there is the oracle.
 """
 
 from __future__ import annotations
@@ -70,14 +71,21 @@ def test_the_real_server_accepts_every_narrowing_update(
         spec["affinity"] = {"nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": required}}
     path = f"/api/v1/namespaces/{real.ns}/pods"
-    stored = real.create(path, {"apiVersion": "v1", "kind": "Pod",
-                                "metadata": {"name": "gated"}, "spec": spec})
+    real.create(path, {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": "gated"}, "spec": spec})
     try:
-        result = narrow(stored, allocations, node, node_labels)
-        if not isinstance(result, Narrowed):
-            return  # nothing would be sent
-        update = result.apply(copy.deepcopy(stored))
-        code, body = real.request("PUT", f"{path}/gated", update)
+        # kube-scheduler writes the pod's SchedulingGated condition at any moment, so the
+        # update is a read-modify-write retried on 409, as draco's controller does it.
+        for _ in range(10):
+            stored = real.get(f"{path}/gated")
+            assert stored is not None
+            result = narrow(stored, allocations, node, node_labels)
+            if not isinstance(result, Narrowed):
+                return  # nothing would be sent
+            update = result.apply(copy.deepcopy(stored))
+            code, body = real.request("PUT", f"{path}/gated", update)
+            if code != 409:
+                break
         assert code == 200, f"kube-apiserver refused draco's narrowing update: {body}"
         gates = [g["name"] for g in body["spec"].get("schedulingGates", [])]
         assert gates == (["example.com/quota"] if other_gate else [])
