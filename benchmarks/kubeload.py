@@ -172,6 +172,7 @@ class PodStates:
         self.node: dict[str, str] = {}
         self.bound_at: dict[str, float] = {}
         self.ungated_at: dict[str, float] = {}  # first seen without scheduling gates
+        self.terminating_at: dict[str, float] = {}  # first seen with a deletionTimestamp
         self.deleted: set[str] = set()
         self.events = 0
         self.last_event = time.monotonic()
@@ -181,10 +182,13 @@ class PodStates:
         self.events += 1
         self.last_event = at
         if kind == "DELETED":
+            self.terminating_at.setdefault(name, at)
             self.deleted.add(name)
             self.phase.pop(name, None)
             return
         self.phase[name] = str((obj.get("status") or {}).get("phase") or "")
+        if obj["metadata"].get("deletionTimestamp"):
+            self.terminating_at.setdefault(name, at)
         spec = obj.get("spec") or {}
         if not spec.get("schedulingGates"):
             self.ungated_at.setdefault(name, at)

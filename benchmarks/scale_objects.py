@@ -44,25 +44,34 @@ def _hack_cluster() -> ModuleType:
 
 
 async def make_nodes(api: Api, count: int, limit: float = 900) -> float:
-    """COUNT kwok nodes (hack/cluster's own manifest), many at once, until all are Ready.
+    """COUNT kwok nodes (hack/cluster's own manifest), many at once, until all are Ready
+    and kube-controller-manager has lifted their `not-ready` taint (until then neither
+    kube-scheduler nor draco places a pod there: a flow started earlier measured nodes
+    coming up, not allocation).
 
     `hack/cluster up --nodes N` creates them one request at a time and gives kwok 90 s
     to make them Ready, too little for 2,000."""
     manifest = _hack_cluster().node_manifest
     ready: set[str] = set()
+    lifecycle = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
     def on_node(kind: str, obj: dict[str, Any], _: float) -> None:
         conditions = (obj.get("status") or {}).get("conditions") or []
+        taints = (obj.get("spec") or {}).get("taints") or []
         if kind != "DELETED" and any(c.get("type") == "Ready" and c.get("status") == "True"
-                                     for c in conditions):
+                                     for c in conditions) \
+                and not any(t.get("key") in lifecycle for t in taints):
             ready.add(obj["metadata"]["name"])
+        else:
+            ready.discard(obj["metadata"]["name"])
 
     started = time.monotonic()
     async with Watch(api, "/api/v1/nodes", on_node, limit=limit):
         await api.many(lambda i: api.create("/api/v1/nodes", manifest(f"node-{i}")),
                        range(count), concurrency=16)
         await wait_until(lambda: len(ready) >= count, limit,
-                         lambda: f"{len(ready)} of {count} kwok nodes Ready", step=0.5)
+                         lambda: f"{len(ready)} of {count} kwok nodes Ready and untainted",
+                         step=0.5)
     return time.monotonic() - started
 
 

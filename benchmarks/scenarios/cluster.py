@@ -41,10 +41,12 @@ class Client(Backend):
         self.ns = NAMESPACE
 
 
-def start_cluster(k8s: str, nodes: int, workdir: Path) -> RealCluster:
+def start_cluster(k8s: str, nodes: int, workdir: Path, *extra: str) -> RealCluster:
+    """`hack/cluster up` in WORKDIR/cluster-K8S, with EXTRA flags of `up`."""
     directory = workdir / f"cluster-{k8s}"
     proc = subprocess.run([str(HACK_CLUSTER), "up", "--k8s", k8s, "--dir", str(directory),
-                           "--nodes", str(nodes)], capture_output=True, text=True, timeout=3600)
+                           "--nodes", str(nodes), *extra], capture_output=True, text=True,
+                          timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"hack/cluster up --k8s {k8s} failed:\n{proc.stderr[-3000:]}")
     return RealCluster(directory, owned=True)

@@ -70,6 +70,7 @@ from benchmarks.kubeload import (
 from benchmarks.scale_objects import (
     CLAIMS,
     DRIVER,
+    NAMESPACE,
     PODS,
     RULES,
     Allocations,
@@ -125,11 +126,17 @@ def sizes(quick: bool) -> Sizes:
     return chosen
 
 
+# One kwok plays the kubelet of every node; at its default of 4 pod stages at once it,
+# not draco or the control plane, set how fast 1,000 evicted pods went away (about 50/s).
+# Real kubelets terminate their pods in parallel, one per node.
+KWOK_PARALLELISM = 32
+
+
 def up(k8s: str, workdir: Path) -> RealCluster:
     """`hack/cluster up` with no nodes (make_nodes adds them); a start that fails or is
     interrupted half-way still stops what it started."""
     try:
-        return start_cluster(k8s, 0, workdir)
+        return start_cluster(k8s, 0, workdir, "--kwok-parallelism", str(KWOK_PARALLELISM))
     except BaseException:
         subprocess.run([str(HACK_CLUSTER), "down", "--dir", str(workdir / f"cluster-{k8s}")],
                        capture_output=True, timeout=60, check=False)
@@ -255,9 +262,49 @@ async def eviction(api: Api, s: Sizes, draco: Draco) -> dict[str, Any]:
                                 lambda: f"{len(states.deleted)} of {target} pods evicted")
         done = await wait_until(lambda: conditions.get("EvictionInProgress") == "False",
                                 s.eviction_limit_s, lambda: f"conditions {conditions}")
-    out = {"pods": target, "gone_s": gone, "seconds": time.monotonic() - started,
+    accepted = max(states.terminating_at.values(), default=started) - started
+    out = {"pods": target, "accepted_s": accepted, "gone_s": gone, "seconds": time.monotonic() - started,
            "condition_after_gone_s": done, "cpu_s": draco.cpu() - cpu0, "load": loadavg()}
     print(json.dumps({"eviction": out}), file=sys.stderr)
+    return out
+
+
+async def eviction_floor(api: Api, draco: Draco) -> dict[str, Any]:
+    """The same requests per pod as draco's eviction (DisruptionTarget status patch,
+    delete with a UID precondition, one Event), sent by a bare client for the pods on
+    gpu-1 at draco's default of 32 at once: how fast this control plane on this machine
+    takes evictions at all, beside draco's figure."""
+    listed = await api.call("GET", PODS + selector(device="gpu-1"))
+    pods = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in listed["items"]]
+    states = PodStates()
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    async def evict(pod: tuple[str, str]) -> None:
+        name, uid = pod
+        path = f"{PODS}/{name}"
+        await api.call("PATCH", f"{path}/status", {"metadata": {"uid": uid}, "status": {"conditions": [{
+            "type": "DisruptionTarget", "status": "True", "reason": "DeletionByDeviceTaintManager",
+            "message": "floor", "lastTransitionTime": now}]}},
+            "application/strategic-merge-patch+json", ok=(200,))
+        await api.call("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions",
+                                        "preconditions": {"uid": uid}}, ok=(200, 202, 404, 409))
+        await api.create(f"/api/v1/namespaces/{NAMESPACE}/events", {
+            "apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}."},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": NAMESPACE,
+                               "name": name, "uid": uid},
+            "reason": "DeviceTaintManagerEviction", "message": "Marking for deletion",
+            "type": "Normal", "source": {"component": "floor"}, "firstTimestamp": now,
+            "lastTimestamp": now, "count": 1})
+
+    async with Watch(api, PODS + selector(device="gpu-1"), states, limit=1800):
+        started, cpu0 = time.monotonic(), draco.cpu()
+        sent = await api.many(evict, pods, concurrency=32)
+        await wait_until(lambda: len(states.deleted) >= len(pods), 600,
+                         lambda: f"{len(states.deleted)} of {len(pods)} pods gone")
+        gone = time.monotonic() - started
+    out = {"pods": len(pods), "sent_s": sent, "gone_s": gone, "draco_cpu_s": draco.cpu() - cpu0,
+           "load": loadavg()}
+    print(json.dumps({"eviction_floor": out}), file=sys.stderr)
     return out
 
 
@@ -315,6 +362,7 @@ async def part_dra(workdir: Path, s: Sizes) -> dict[str, Any]:
         out["sync"] = await sync_figures(cluster, draco, s.ready_runs)
         out["latency"] = await latency(api, s, draco)
         out["eviction"] = await eviction(api, s, draco)
+        out["eviction_floor"] = await eviction_floor(api, draco)
         out["rss_end"], out["peak_end"] = draco.rss(), draco.peak()
     finally:
         if draco is not None:
