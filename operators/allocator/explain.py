@@ -3,8 +3,10 @@ stays pending.
 
 Each request (each subrequest of a `firstAvailable` list) is examined on its own, over
 the devices reachable from the node, with the search's checks in the search's order:
-devices of incomplete or invalid pools, devices in use (before any CEL), the class's
-selectors, the request's selectors, untolerated taints, and devices lacking an
+devices of incomplete or invalid pools, devices with fields draco does not model
+(naming them), devices in use (before any CEL), the class's
+selectors, the request's selectors, partitions whose shared counters the allocated
+devices used up (naming the counter), untolerated taints, and devices lacking an
 attribute a `matchAttribute` constraint of the request needs. What survives is
 `available`; when every request has enough, the failure lies in how the requests
 compete for devices or in constraint values that disagree.
@@ -23,6 +25,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from operators.allocator.counters import Ledger
 from operators.allocator.inventory import Inventory, NodeInfo, placement_matches
 from operators.allocator.requests import (
     AllocationError,
@@ -35,6 +38,7 @@ from operators.model import DeviceClass, DeviceID, ResourceClaim
 from operators.model.nodes import NodeTaint
 
 MAX_CEL_ERRORS = 5
+MAX_NAMED = 3  # exhausted counters named per request
 NAMED_NODES = 3  # refused nodes named in a reason; the rest are counted
 
 
@@ -52,6 +56,10 @@ class RequestExplain:
     constraint_dropped: int = 0
     available: int = 0
     cel_errors: tuple[str, ...] = ()
+    unsupported: int = 0  # devices with fields draco does not model
+    unsupported_fields: tuple[str, ...] = ()
+    counters_exhausted: int = 0  # partitions whose counters are used up
+    exhausted_counters: tuple[str, ...] = ()  # `pool set/counter`, first few
 
     @property
     def short(self) -> bool:
@@ -68,6 +76,12 @@ class RequestExplain:
                         (self.constraint_dropped, "lacking a constraint attribute")):
             if n:
                 parts.append(f"{n} {what}")
+        if self.counters_exhausted:
+            parts.append(f"{self.counters_exhausted} with exhausted counters "
+                         f"({', '.join(self.exhausted_counters)})")
+        if self.unsupported:
+            parts.append(f"{self.unsupported} using fields draco does not support "
+                         f"({', '.join(self.unsupported_fields)})")
         if self.cel_errors:
             parts.append(f"CEL error: {self.cel_errors[0]}")
         return "; ".join(parts)
@@ -81,6 +95,9 @@ class RequestExplain:
             "selectorsKept": self.selectors_kept, "tainted": self.tainted,
             "constraintDropped": self.constraint_dropped, "available": self.available,
             "celErrors": list(self.cel_errors),
+            "countersExhausted": self.counters_exhausted,
+            "exhaustedCounters": list(self.exhausted_counters),
+            "unsupported": self.unsupported, "unsupportedFields": list(self.unsupported_fields),
         }
 
 
@@ -98,8 +115,11 @@ class ClaimExplain:
 def _explain_one(w: Wanted, claim: ResourceClaim, inventory: Inventory,
                  node: NodeInfo | None, in_use: Collection[DeviceID]) -> RequestExplain:
     counts = dict.fromkeys(("devices", "incomplete", "in_use", "class", "kept", "tainted",
-                            "constraint", "available"), 0)
+                            "constraint", "available", "unsupported", "counters"), 0)
     errors: dict[str, None] = {}
+    unsupported_fields: dict[str, None] = {}
+    exhausted: dict[str, None] = {}
+    ledger = Ledger(inventory, in_use)
     needs = [a for c in claim.constraints
              if (a := c.match_attribute or c.distinct_attribute)
              and (not c.requests or w.base in c.requests or (w.sub and w.name in c.requests))]
@@ -114,6 +134,10 @@ def _explain_one(w: Wanted, claim: ResourceClaim, inventory: Inventory,
                 counts["devices"] += 1
                 if unusable:
                     counts["incomplete"] += 1
+                    continue
+                if d.unsupported:
+                    counts["unsupported"] += 1
+                    unsupported_fields.update(dict.fromkeys(d.unsupported))
                     continue
                 if not w.admin_access and d.id in in_use:
                     counts["in_use"] += 1
@@ -130,6 +154,13 @@ def _explain_one(w: Wanted, claim: ResourceClaim, inventory: Inventory,
                         errors[str(e)] = None
                     continue
                 counts["kept"] += 1
+                over = ledger.take(d)
+                if over is not None:
+                    counts["counters"] += 1
+                    if len(exhausted) < MAX_NAMED:
+                        exhausted[f"{pool.id} {over}"] = None
+                    continue
+                ledger.release(d)
                 if taint_blocks(d.taints, w.tolerations):
                     counts["tainted"] += 1
                     continue
@@ -143,7 +174,9 @@ def _explain_one(w: Wanted, claim: ResourceClaim, inventory: Inventory,
         incomplete_pool=counts["incomplete"], in_use=counts["in_use"],
         class_matched=counts["class"], selectors_kept=counts["kept"],
         tainted=counts["tainted"], constraint_dropped=counts["constraint"],
-        available=counts["available"], cel_errors=tuple(errors))
+        available=counts["available"], cel_errors=tuple(errors),
+        unsupported=counts["unsupported"], unsupported_fields=tuple(unsupported_fields),
+        counters_exhausted=counts["counters"], exhausted_counters=tuple(exhausted))
 
 
 def explain(claims: Sequence[ResourceClaim], node: NodeInfo | None, inventory: Inventory,

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Protocol
 
 from operators.model import (
     Attribute,
+    CounterConsumption,
+    Device,
     DeviceID,
     DeviceTaint,
     NodePlacement,
@@ -30,6 +33,7 @@ from operators.model.nodes import NodeInfo  # the node tried: placement reads na
 from operators.tracker import Tracker
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+_NO_SETS: Mapping[str, Mapping[str, Fraction]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,11 @@ class Candidate:
     placement: NodePlacement = NodePlacement(all_nodes=True)
     per_device: bool = False
     allow_multiple_allocations: bool = False
+    consumes: tuple[CounterConsumption, ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
+    unsupported: tuple[str, ...] = ()  # why draco leaves the device out ("" fields: none)
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -77,6 +86,12 @@ class PoolCandidates:
     invalid: bool
     problem: str
     slices: tuple[SliceCandidates, ...]
+    # KEP-4815: the pool's counter sets (set -> counter -> value), every device of the
+    # pool that consumes from them (whichever node its slice targets: allocated ones
+    # use up counters for all), and why the counters make the pool unusable ("" if not).
+    counter_sets: Mapping[str, Mapping[str, Fraction]] = field(default_factory=lambda: _NO_SETS)
+    consumers: tuple[tuple[DeviceID, tuple[CounterConsumption, ...]], ...] = ()
+    counter_problem: str = ""
 
     def targeting(self, node: NodeInfo | None) -> tuple[SliceCandidates, ...]:
         """The slices upstream considers for `node`: slice-level placement matching, or a
@@ -84,9 +99,11 @@ class PoolCandidates:
         return tuple(s for s in self.slices if _slice_targets(s, node))
 
     def unusable(self, targeting: tuple[SliceCandidates, ...]) -> bool:
-        """Incomplete, or a device name repeated among the slices the node sees (upstream
-        checks names only there: a name repeated on two nodes' slices is fine)."""
-        if self.incomplete:
+        """Incomplete, counter sets that do not add up (a set defined twice, a device
+        consuming from a set or counter nobody declares), or a device name repeated
+        among the slices the node sees (upstream checks names only there: a name
+        repeated on two nodes' slices is fine)."""
+        if self.incomplete or self.counter_problem:
             return True
         if not self.invalid:
             return False
@@ -115,14 +132,54 @@ def _slice_targets(s: SliceCandidates, node: NodeInfo | None) -> bool:
     return any(placement_matches(d.placement, node) for d in s.devices)
 
 
-def _candidate(d_id: DeviceID, placement: NodePlacement, per_device: bool,
+def _candidate(d: Device, placement: NodePlacement, per_device: bool,
                attributes: Mapping[str, Attribute], capacity: Mapping[str, str],
-               taints: tuple[DeviceTaint, ...], multi: bool) -> Candidate:
-    return Candidate(d_id, attributes, capacity, taints, placement, per_device, multi)
+               taints: tuple[DeviceTaint, ...]) -> Candidate:
+    unsupported = d.unsupported
+    if d.binding_conditions or d.binding_failure_conditions:
+        # KEP-5007: allocated, such a device must not be used before its driver reports
+        # it ready; until draco waits for that, it leaves these devices alone.
+        unsupported += ("bindingConditions",)
+    return Candidate(d.id, attributes, capacity, taints, placement, per_device,
+                     d.allow_multiple_allocations, d.consumes_counters, d.binding_conditions,
+                     d.binding_failure_conditions, d.binds_to_node, unsupported)
 
 
 def _slice_placement(s: ResourceSlice) -> NodePlacement:
     return NodePlacement(s.node_name, s.node_selector, s.all_nodes)
+
+
+def _counters(pid: PoolID, slices: list[ResourceSlice],
+              ) -> tuple[Mapping[str, Mapping[str, Fraction]],
+                         tuple[tuple[DeviceID, tuple[CounterConsumption, ...]], ...], str]:
+    """The pool's counter sets, its consuming devices, and what makes them unusable.
+
+    Upstream looks a set up by name across the whole pool: a name declared twice, or a
+    device consuming from a set or counter no slice declares, invalidates the pool."""
+    sets: dict[str, Mapping[str, Fraction]] = {}
+    problem = ""
+    for s in slices:
+        for cs in s.shared_counters:
+            if cs.name in sets and not problem:
+                problem = f"resource pool {pid} is invalid: duplicate counter set name {cs.name}"
+            sets[cs.name] = cs.counters
+    consumers = []
+    for s in slices:
+        if s.shared_counters:
+            continue  # a counter slice's devices are never allocatable (upstream)
+        for d in s.devices:
+            if not d.consumes_counters:
+                continue
+            consumers.append((d.id, d.consumes_counters))
+            for c in d.consumes_counters:
+                declared = sets.get(c.counter_set)
+                missing = (f"counter set {c.counter_set}" if declared is None else
+                           next((f"counter {n} in counter set {c.counter_set}"
+                                 for n in c.counters if n not in declared), ""))
+                if missing and not problem:
+                    problem = (f"resource pool {pid} is invalid: device {d.id.device} consumes "
+                               f"from {missing}, which the pool does not declare")
+    return MappingProxyType(sets), tuple(consumers), problem
 
 
 def _pool(pid: PoolID, slices: list[ResourceSlice], expected: int,
@@ -131,25 +188,31 @@ def _pool(pid: PoolID, slices: list[ResourceSlice], expected: int,
     dup = ""
     out = []
     for s in sorted(slices, key=lambda x: x.meta.name):
+        if s.shared_counters:
+            continue  # holds counter sets only; its devices (if any) are never allocatable
         cands = []
         for d in s.devices:
             if d.id.device in names and not dup:
                 dup = d.id.device
             names.add(d.id.device)
-            cands.append(devices_of(s, d.id, d.placement))
+            cands.append(devices_of(s, d))
         out.append(SliceCandidates(s.meta.name, _slice_placement(s),
                                    s.per_device_node_selection, tuple(cands)))
+    sets, consumers, counter_problem = _counters(pid, slices)
     incomplete = len(slices) != expected
     problem = ""
     if incomplete:
         problem = f"resource pool {pid} is currently being updated ({len(slices)} of {expected} slices)"
+    elif counter_problem:
+        problem = counter_problem
     elif dup:
         problem = f"resource pool {pid} is invalid: duplicate device name {dup}"
-    return PoolCandidates(pid, incomplete, bool(dup), problem, tuple(out))
+    return PoolCandidates(pid, incomplete, bool(dup), problem, tuple(out), sets, consumers,
+                          counter_problem)
 
 
 class _DeviceSource(Protocol):
-    def __call__(self, s: ResourceSlice, d_id: DeviceID, placement: NodePlacement) -> Candidate: ...
+    def __call__(self, s: ResourceSlice, d: Device) -> Candidate: ...
 
 
 def inventory_from_slices(slices: Iterable[ResourceSlice]) -> Inventory:
@@ -162,12 +225,9 @@ def inventory_from_slices(slices: Iterable[ResourceSlice]) -> Inventory:
             by_pool[pid] = [s]
         elif s.pool.generation == cur[0].pool.generation:
             cur.append(s)
-    index = {(s.meta.name, d.id): d for ss in by_pool.values() for s in ss for d in s.devices}
-
-    def source(s: ResourceSlice, d_id: DeviceID, placement: NodePlacement) -> Candidate:
-        d = index[(s.meta.name, d_id)]
-        return _candidate(d_id, placement, s.per_device_node_selection, d.attributes,
-                          d.capacity, d.taints, d.allow_multiple_allocations)
+    def source(s: ResourceSlice, d: Device) -> Candidate:
+        return _candidate(d, d.placement, s.per_device_node_selection, d.attributes,
+                          d.capacity, d.taints)
 
     return tuple(
         _pool(pid, ss, ss[0].pool.resource_slice_count, source)
@@ -175,17 +235,14 @@ def inventory_from_slices(slices: Iterable[ResourceSlice]) -> Inventory:
     )
 
 
-def _tracker_source(tracker: Tracker, slices: list[ResourceSlice]) -> _DeviceSource:
-    published = {(s.meta.name, d.id): d for s in slices for d in s.devices}
-
-    def source(s: ResourceSlice, d_id: DeviceID, placement: NodePlacement) -> Candidate:
-        view = tracker.device(d_id)
+def _tracker_source(tracker: Tracker) -> _DeviceSource:
+    def source(s: ResourceSlice, d: Device) -> Candidate:
+        view = tracker.device(d.id)
         if view is not None:
-            return _candidate(d_id, placement, s.per_device_node_selection, view.attributes,
-                              view.capacity, view.taints, view.allow_multiple_allocations)
-        d = published[(s.meta.name, d_id)]
-        return _candidate(d_id, placement, s.per_device_node_selection, d.attributes,
-                          d.capacity, d.taints, d.allow_multiple_allocations)
+            return _candidate(d, d.placement, s.per_device_node_selection, view.attributes,
+                              view.capacity, view.taints)
+        return _candidate(d, d.placement, s.per_device_node_selection, d.attributes,
+                          d.capacity, d.taints)
 
     return source
 
@@ -195,5 +252,5 @@ def inventory_from_tracker(tracker: Tracker) -> Inventory:
     out = []
     for st in tracker.pools():
         slices = [s for n in st.slices if (s := tracker.resource_slice(n)) is not None]
-        out.append(_pool(st.id, slices, st.resource_slice_count, _tracker_source(tracker, slices)))
+        out.append(_pool(st.id, slices, st.resource_slice_count, _tracker_source(tracker)))
     return tuple(sorted(out, key=lambda p: p.id))

@@ -76,7 +76,8 @@ class Matcher:
     """Which devices of an inventory each selector set matches, computed once per set."""
 
     def __init__(self, inventory: Inventory) -> None:
-        self.devices: list[Candidate] = [d for p in inventory for s in p.slices for d in s.devices]
+        self.devices: list[Candidate] = [d for p in inventory for s in p.slices for d in s.devices
+                                         if not d.unsupported]
         self._matches: dict[tuple[Any, ...], tuple[frozenset[DeviceID], tuple[Candidate, ...]]] = {}
         # per matched tuple (by id): where the last free device was found, so that the
         # next whole-inventory check starts there instead of walking every taken device
@@ -216,7 +217,8 @@ def _cluster_wide(inventory: Inventory) -> Inventory:
     everywhere = NodePlacement(all_nodes=True)
     return tuple(
         PoolCandidates(p.id, p.incomplete, False, p.problem, tuple(
-            SliceCandidates(s.name, everywhere, False, s.devices) for s in p.slices))
+            SliceCandidates(s.name, everywhere, False, s.devices) for s in p.slices),
+            p.counter_sets, p.consumers, p.counter_problem)
         for p in inventory)
 
 

@@ -90,6 +90,11 @@ def wanted_for_claim(
             sub = result_name.partition("/")[2]
             cls = classes.get(spec.device_class_name)
             shown = sub or result_name
+            if spec.unsupported:
+                raise AllocationError(
+                    f"claim {label}, request {shown}: uses {', '.join(spec.unsupported)}, "
+                    "which draco does not support; it allocates no such claim rather than "
+                    "ignore the field")
             if cls is None:
                 raise AllocationError(
                     f"claim {label}, request {shown}: could not retrieve device class "

@@ -10,7 +10,8 @@ a request, any valid set can be listed in search order, and the first found is t
 listed so), but a request that cannot be met costs 2^n steps instead of n!.
 Per candidate the checks run in upstream's order:
 in use (cheap, before any CEL), class selectors, request selectors, per-device node
-placement, taints, then the claim's constraints.
+placement, shared counters (`counters.Ledger`), taints, then the claim's constraints.
+Devices with fields draco does not model are never candidates.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from operators.allocator.counters import Ledger
 from operators.allocator.inventory import (
     Candidate,
     Inventory,
@@ -192,10 +194,12 @@ class Search:
         self.pools: list[tuple[PoolCandidates, tuple[SliceCandidates, ...]]] = [
             (p, t) for p in inventory if (t := p.targeting(node))
         ]
+        # Devices with fields draco does not model never become candidates (fail closed).
         self.usable: list[tuple[SliceCandidates, Candidate]] = [
             (sl, d) for p, t in self.pools if not p.unusable(t)
-            for sl in t for d in sl.devices
+            for sl in t for d in sl.devices if not d.unsupported
         ]
+        self.ledger = Ledger((p for p, _ in self.pools), in_use)
         self.plan: list[list[list[Wanted]]] = []
         self.constraints: list[list[MatchAttribute]] = []
         self.picks: list[list[Pick]] = [[] for _ in claims]
@@ -230,6 +234,11 @@ class Search:
             for sl in targeting:
                 for d in sl.devices:
                     if selectable(w, sl, d, self.node, claim):
+                        if d.unsupported:
+                            raise AllocationError(
+                                f"claim {claim_label(claim)}, request {w.sub or w.base}: asks "
+                                f"for all devices, but device {d.id} uses "
+                                f"{', '.join(d.unsupported)}, which draco does not support")
                         found.append(d)
         return found
 
@@ -319,13 +328,18 @@ class Search:
         return device_id in self.in_use or bool(holders)
 
     def _take(self, w: Wanted, d: Candidate, must: bool) -> bool:
+        """Upstream's order: in use, counters, taints, constraints."""
         if self._busy(w, d.id):
             return False
+        if self.ledger.take(d) is not None:
+            return False
         if taint_blocks(d.taints, w.tolerations):
+            self.ledger.release(d)
             return False
         cons = self.constraints[w.claim_index]
         for i, c in enumerate(cons):
             if not c.add(w, d):
+                self.ledger.release(d)
                 if must:
                     raise AllocationError(
                         f"claim {claim_label(self.claims[w.claim_index])}, request "
@@ -339,6 +353,7 @@ class Search:
         return True
 
     def _release(self, w: Wanted, d: Candidate) -> None:
+        self.ledger.release(d)
         for c in self.constraints[w.claim_index]:
             c.remove(w)
         self.allocating[d.id].discard(w.claim_index)

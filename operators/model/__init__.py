@@ -24,10 +24,15 @@ Identity
 Devices (ResourceSlice)
     ResourceSlice(meta, driver, pool: PoolRef(name, generation, resource_slice_count),
                   devices: tuple[Device], node_name, node_selector, all_nodes,
-                  per_device_node_selection)
+                  per_device_node_selection, shared_counters: tuple[CounterSet])
     Device(id, attributes: Mapping[qualified name, Attribute], capacity: Mapping[qualified
            name, str], taints: tuple[DeviceTaint], placement: NodePlacement,
-           allow_multiple_allocations, slice_name)  (+ name/driver/pool/node_* properties)
+           allow_multiple_allocations, slice_name, consumes_counters:
+           tuple[CounterConsumption], binding_conditions, binding_failure_conditions,
+           binds_to_node, unsupported: field paths draco does not model)
+           (+ name/driver/pool/node_* properties)
+    CounterSet(name, counters: Mapping[name, Fraction], slice_name);
+    CounterConsumption(counter_set, counters)
     NodePlacement(node_name, node_selector, all_nodes).matches(node_name, labels)
     DeviceTaint(key, value, effect, time_added, source)  .known_effect: unknown -> "None"
     DeviceToleration(key, operator, value, effect, toleration_seconds).tolerates(taint)
@@ -79,6 +84,7 @@ from operators.model.claims import (
     RequestSpec,
     ResourceClaim,
 )
+from operators.model.counters import CounterConsumption, CounterSet
 from operators.model.deviceclass import (
     DeviceClass,
     DeviceClassConfiguration,
@@ -130,6 +136,8 @@ from operators.model.selectors import (
 from operators.model.values import Attribute, qualify, split_qualified
 
 __all__ = [
+    "CounterConsumption",
+    "CounterSet",
     "ALLOCATION_MODES",
     "KNOWN_TAINT_EFFECTS",
     "TOLERATIONS_ANNOTATION",

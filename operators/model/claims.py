@@ -38,6 +38,7 @@ class ExactDeviceRequest:
     count: int = 1  # 0 when allocation_mode is All
     admin_access: bool = False
     tolerations: tuple[DeviceToleration, ...] = ()
+    unsupported: tuple[str, ...] = ()  # fields draco does not model: never allocated
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,7 @@ class DeviceSubRequest:
     count: int = 1
     tolerations: tuple[DeviceToleration, ...] = ()
     admin_access: bool = False  # subrequests cannot ask for admin access; uniform reads
+    unsupported: tuple[str, ...] = ()
 
 
 RequestSpec = ExactDeviceRequest | DeviceSubRequest
@@ -244,6 +246,19 @@ def _mode_and_count(d: Mapping[str, Any]) -> tuple[AllocationMode, int]:
     return "ExactCount", count
 
 
+# The request fields of resource.k8s.io/v1 draco acts on. Any other field set (a
+# capacity request, an alpha of a newer Kubernetes) keeps draco from allocating the claim:
+# allocating as if it were absent could hand out what upstream would refuse.
+EXACT_FIELDS = frozenset({"deviceClassName", "selectors", "allocationMode", "count",
+                          "adminAccess", "tolerations"})
+SUB_FIELDS = frozenset({"name", "deviceClassName", "selectors", "allocationMode", "count",
+                        "tolerations"})
+
+
+def _unsupported(d: Mapping[str, Any], known: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(k for k in d if k not in known and d[k] is not None))
+
+
 def _exact(d: object) -> ExactDeviceRequest:
     if not isinstance(d, Mapping):
         raise FieldError(f"expected an object, got {f.type_name(d)}")
@@ -255,6 +270,7 @@ def _exact(d: object) -> ExactDeviceRequest:
         count=count,
         admin_access=f.boolean(d, "adminAccess"),
         tolerations=parse_tolerations(d),
+        unsupported=_unsupported(d, EXACT_FIELDS),
     )
 
 
@@ -269,6 +285,7 @@ def _sub(d: object) -> DeviceSubRequest:
         allocation_mode=mode,
         count=count,
         tolerations=parse_tolerations(d),
+        unsupported=_unsupported(d, SUB_FIELDS),
     )
 
 

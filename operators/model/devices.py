@@ -13,6 +13,13 @@ from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from operators.model import fields as f
+from operators.model.counters import (
+    CounterConsumption,
+    CounterSet,
+    parse_consumption,
+    parse_counter_set,
+    unsupported_fields,
+)
 from operators.model.errors import FieldError
 from operators.model.meta import ObjectMeta
 from operators.model.quantity import parse_quantity
@@ -183,6 +190,11 @@ class Device(KeyedByDeviceID):
     placement: NodePlacement = NO_PLACEMENT
     allow_multiple_allocations: bool = False
     slice_name: str = ""
+    consumes_counters: tuple[CounterConsumption, ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
+    unsupported: tuple[str, ...] = ()  # fields draco does not model: never allocated
 
     def __hash__(self) -> int:  # the maps are unhashable; equal devices share an id
         return hash(self.id)
@@ -219,6 +231,7 @@ class ResourceSlice:
     node_selector: NodeSelector | None = None
     all_nodes: bool = False
     per_device_node_selection: bool = False
+    shared_counters: tuple[CounterSet, ...] = ()
 
     @property
     def name(self) -> str:
@@ -412,7 +425,20 @@ def parse_device(
         placement=placement,
         allow_multiple_allocations=f.boolean(d, "allowMultipleAllocations"),
         slice_name=slice_name,
+        consumes_counters=tuple(f.each(d, "consumesCounters", parse_consumption)),
+        binding_conditions=_names(d, "bindingConditions"),
+        binding_failure_conditions=_names(d, "bindingFailureConditions"),
+        binds_to_node=f.boolean(d, "bindsToNode"),
+        unsupported=unsupported_fields(d),
     )
+
+
+def _names(d: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    return tuple(f.each(d, key, lambda v: v if isinstance(v, str) and v else _bad_name(v)))
+
+
+def _bad_name(v: object) -> str:
+    raise FieldError(f"expected a non-empty string, got {f.type_name(v)}")
 
 
 def parse_slice_spec(meta: ObjectMeta, spec: Mapping[str, Any]) -> ResourceSlice:
@@ -446,4 +472,6 @@ def parse_slice_spec(meta: ObjectMeta, spec: Mapping[str, Any]) -> ResourceSlice
         node_selector=placement.node_selector,
         all_nodes=placement.all_nodes,
         per_device_node_selection=per_device,
+        shared_counters=tuple(f.each(spec, "sharedCounters",
+                                     lambda c: parse_counter_set(c, meta.name))),
     )

@@ -54,8 +54,11 @@ def resource_slice_api(s: Mapping[str, Any], index: int) -> dict[str, Any]:
         "driver": driver,
         "pool": {"name": pool, "generation": s.get("generation", 1),
                  "resourceSliceCount": s.get("count", 1)},
-        "devices": [_device(d) for d in s.get("devices", [])],
     }
+    if "sharedCounters" in s:  # a counter slice: the API allows no devices beside the sets
+        spec["sharedCounters"] = s["sharedCounters"]
+    else:
+        spec["devices"] = [_device(d) for d in s.get("devices", [])]
     if s.get("allNodes"):
         spec["allNodes"] = True
     elif "nodeSelector" in s:
@@ -85,6 +88,8 @@ def _spec(r: Mapping[str, Any]) -> dict[str, Any]:
         out["tolerations"] = r["tolerations"]
     if "adminAccess" in r:
         out["adminAccess"] = r["adminAccess"]
+    if "capacity" in r:
+        out["capacity"] = r["capacity"]
     return out
 
 
