@@ -32,14 +32,15 @@ class Ledger:
         for p in pools:
             if not p.counter_sets:
                 continue
-            left = {(s, c): v for s, counters in p.counter_sets.items() for c, v in counters.items()}
+            left = {(s, c): q.value for s, counters in p.counter_sets.items()
+                    for c, q in counters.items()}
             for device, consumes in p.consumers:
                 if device in in_use:
                     for cc in consumes:
-                        for c, v in cc.counters.items():
+                        for c, q in cc.counters.items():
                             k = (cc.counter_set, c)
                             if k in left:
-                                left[k] -= v
+                                left[k] -= q.value
             self.left[p.id] = left
             self.used[p.id] = {}
             self.over[p.id] = sum(1 for v in left.values() if v < 0)
@@ -66,21 +67,21 @@ class Ledger:
         """The first counter CONSUMES would over-commit, "" if none."""
         left, used = self.left.get(pid, {}), self.used.get(pid, {})
         for cc in consumes:
-            for c, v in cc.counters.items():
+            for c, q in cc.counters.items():
                 k = (cc.counter_set, c)
-                if k in left and used.get(k, 0) + v > left[k]:
+                if k in left and used.get(k, 0) + q.value > left[k]:
                     return f"{cc.counter_set}/{c}"
         return ""
 
     def _charge(self, pid: PoolID, consumes: tuple[CounterConsumption, ...], sign: int) -> None:
         left, used = self.left[pid], self.used[pid]
         for cc in consumes:
-            for c, v in cc.counters.items():
+            for c, q in cc.counters.items():
                 k = (cc.counter_set, c)
                 if k not in left:
                     continue  # the pool is invalid then; never reached for a usable pool
                 before = used.get(k, 0) > left[k]
-                now_used = used.get(k, 0) + sign * v
+                now_used = used.get(k, 0) + sign * q.value
                 used[k] = now_used
                 after = now_used > left[k]
                 self.over[pid] += int(after) - int(before)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from types import MappingProxyType
 from typing import Protocol
 
@@ -29,11 +28,12 @@ from operators.model import (
     PoolID,
     ResourceSlice,
 )
-from operators.model.nodes import NodeInfo  # the node tried: placement reads name and labels
+from operators.model.nodes import NodeInfo
+from operators.model.quantity import Quantity  # the node tried: placement reads name and labels
 from operators.tracker import Tracker
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-_NO_SETS: Mapping[str, Mapping[str, Fraction]] = MappingProxyType({})
+_NO_SETS: Mapping[str, Mapping[str, Quantity]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,7 @@ class PoolCandidates:
     # KEP-4815: the pool's counter sets (set -> counter -> value), every device of the
     # pool that consumes from them (whichever node its slice targets: allocated ones
     # use up counters for all), and why the counters make the pool unusable ("" if not).
-    counter_sets: Mapping[str, Mapping[str, Fraction]] = field(default_factory=lambda: _NO_SETS)
+    counter_sets: Mapping[str, Mapping[str, Quantity]] = field(default_factory=lambda: _NO_SETS)
     consumers: tuple[tuple[DeviceID, tuple[CounterConsumption, ...]], ...] = ()
     counter_problem: str = ""
 
@@ -150,13 +150,13 @@ def _slice_placement(s: ResourceSlice) -> NodePlacement:
 
 
 def _counters(pid: PoolID, slices: list[ResourceSlice],
-              ) -> tuple[Mapping[str, Mapping[str, Fraction]],
+              ) -> tuple[Mapping[str, Mapping[str, Quantity]],
                          tuple[tuple[DeviceID, tuple[CounterConsumption, ...]], ...], str]:
     """The pool's counter sets, its consuming devices, and what makes them unusable.
 
     Upstream looks a set up by name across the whole pool: a name declared twice, or a
     device consuming from a set or counter no slice declares, invalidates the pool."""
-    sets: dict[str, Mapping[str, Fraction]] = {}
+    sets: dict[str, Mapping[str, Quantity]] = {}
     problem = ""
     for s in slices:
         for cs in s.shared_counters:

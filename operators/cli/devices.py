@@ -2,19 +2,23 @@
 
 One row per device: what its driver published, what ResourceSlicePatches changed, which
 taints (from slices, draco's DeviceTaintRules and upstream's `resource.k8s.io` ones) it
-carries, and where it can be used. Against a cluster, `cluster` says what the API
+carries, where it can be used, what partitions consume of their pool's counter sets
+(with each counter's value, allocated and left), and which devices draco leaves alone
+because they use fields it does not support. Against a cluster, `cluster` says what the API
 server does about device taints itself and who evicts for which taints.
 """
 
 from __future__ import annotations
 
 import argparse
+from fractions import Fraction
 from typing import Any
 
 from operators.cli.output import emit, render_table
 from operators.cli.state import add_source_options, load_state, rfc3339, tracker_errors
 from operators.cli.upstream_taints import add_mode_option, add_upstream, describe
-from operators.model import DeviceTaint
+from operators.model import Device, DeviceTaint
+from operators.model.quantity import Quantity
 from operators.tracker import Tracker
 from operators.tracker.views import DeviceView, PoolStatus
 
@@ -49,7 +53,55 @@ def device_record(view: DeviceView) -> dict[str, Any]:
         "capacity": {name: {"value": view.capacity[name]} for name in sorted(view.capacity)},
         "taints": [_taint_record(t) for t in view.taints],
         "patchedBy": list(view.patched_by),
+        **_device_extras(view.device),
     }
+
+
+def _device_extras(device: Device | None) -> dict[str, Any]:
+    """What a partition consumes, binding conditions, and fields draco does not model
+    (such a device is never allocated by draco; the record says which field). Each key
+    only where it applies, so the records of plain devices keep their shape."""
+    out: dict[str, Any] = {}
+    if device is None:
+        return out
+    if device.consumes_counters:
+        out["consumesCounters"] = [
+            {"counterSet": c.counter_set, "counters": {n: str(q) for n, q in sorted(c.counters.items())}}
+            for c in device.consumes_counters]
+    if device.unsupported:
+        out["unsupported"] = list(device.unsupported)
+    if device.binding_conditions or device.binding_failure_conditions:
+        out["bindingConditions"] = list(device.binding_conditions)
+        out["bindingFailureConditions"] = list(device.binding_failure_conditions)
+    return out
+
+
+def counter_records(tracker: Tracker) -> list[dict[str, Any]]:
+    """Per counter of every pool's counter sets: its value, what the allocated devices
+    of the pool consume (admin access consumes nothing, as upstream), and what is left.
+    A negative `left` means the driver shrank a counter under allocated partitions:
+    upstream then allocates none of the pool's partitions."""
+    out: list[dict[str, Any]] = []
+    for pool in sorted(tracker.pools(), key=lambda p: p.id):
+        slices = [s for n in pool.slices if (s := tracker.resource_slice(n)) is not None]
+        sets = [(cs, s.name) for s in slices for cs in s.shared_counters]
+        if not sets:
+            continue
+        used: dict[tuple[str, str], Fraction] = {}
+        for s in slices:
+            for d in s.devices:
+                if d.consumes_counters and tracker.is_allocated(d.id):
+                    for cc in d.consumes_counters:
+                        for n, q in cc.counters.items():
+                            used[(cc.counter_set, n)] = used.get((cc.counter_set, n), Fraction(0)) + q.value
+        for cs, slice_name in sorted(sets, key=lambda x: x[0].name):
+            for n, q in sorted(cs.counters.items()):
+                consumed = used.get((cs.name, n), Fraction(0))
+                out.append({"driver": pool.id.driver, "pool": pool.id.pool, "slice": slice_name,
+                            "counterSet": cs.name, "counter": n, "value": str(q),
+                            "allocated": str(Quantity(consumed, q.format)),
+                            "left": str(Quantity(q.value - consumed, q.format))})
+    return out
 
 
 def duplicate_records(tracker: Tracker, pool: PoolStatus) -> list[dict[str, Any]]:
@@ -106,11 +158,12 @@ def device_document(tracker: Tracker) -> dict[str, Any]:
         for p in sorted(tracker.pools(), key=lambda p: p.id)
     ]
     errors = tracker_errors(tracker) + overlay_errors(tracker)
-    return {
-        "devices": records,
-        "pools": pools,
-        "errors": sorted(errors, key=lambda r: (r["object"], r["message"])),
-    }
+    doc: dict[str, Any] = {"devices": records, "pools": pools}
+    counters = counter_records(tracker)
+    if counters:  # only clusters with partitionable devices have them
+        doc["counters"] = counters
+    doc["errors"] = sorted(errors, key=lambda r: (r["object"], r["message"]))
+    return doc
 
 
 def api_value(value: Any) -> str:
@@ -139,7 +192,7 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
     """kubectl-style: the default fits a terminal (patches counted); `-o wide` names
     the patches and adds attributes and capacity, which can be long."""
     headers = ["driver", "pool", "device", "node", "taints"]
-    headers += ["patched by", "attributes", "capacity"] if wide else ["patches"]
+    headers += ["patched by", "attributes", "capacity", "consumes"] if wide else ["patches"]
     rows = []
     for d in doc["devices"]:
         row = [d["driver"], d["pool"], d["device"],
@@ -148,9 +201,21 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
             row.append(len(d["patchedBy"]))
         else:
             row += [",".join(d["patchedBy"]), _short_attrs(d),
-                    ",".join(f"{_short_name(k, d['driver'])}={v['value']}" for k, v in d["capacity"].items())]
+                    ",".join(f"{_short_name(k, d['driver'])}={v['value']}" for k, v in d["capacity"].items()),
+                    ";".join(f"{c['counterSet']}:" + ",".join(f"{n}={v}" for n, v in c["counters"].items())
+                             for c in d.get("consumesCounters", []))]
         rows.append(row)
     out = render_table(headers, rows) if rows else "No devices.\n"
+    if doc.get("counters"):
+        out += "\nCounter sets:\n" + render_table(
+            ["driver", "pool", "counter set", "counter", "value", "allocated", "left"],
+            [[c["driver"], c["pool"], c["counterSet"], c["counter"], c["value"], c["allocated"],
+              c["left"]] for c in doc["counters"]])
+    unsupported = [d for d in doc["devices"] if d.get("unsupported")]
+    if unsupported:
+        out += "\nNot allocated by draco (fields it does not support):\n" + "".join(
+            f"  {d['driver']}/{d['pool']}/{d['device']}: {', '.join(d['unsupported'])}\n"
+            for d in unsupported)
     bad_pools = [p for p in doc["pools"] if not p["complete"]]
     if bad_pools:
         out += "\nIncomplete pools:\n" + "".join(

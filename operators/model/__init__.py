@@ -31,7 +31,7 @@ Devices (ResourceSlice)
            tuple[CounterConsumption], binding_conditions, binding_failure_conditions,
            binds_to_node, unsupported: field paths draco does not model)
            (+ name/driver/pool/node_* properties)
-    CounterSet(name, counters: Mapping[name, Fraction], slice_name);
+    CounterSet(name, counters: Mapping[name, Quantity], slice_name);
     CounterConsumption(counter_set, counters)
     NodePlacement(node_name, node_selector, all_nodes).matches(node_name, labels)
     DeviceTaint(key, value, effect, time_added, source)  .known_effect: unknown -> "None"

@@ -8,7 +8,8 @@ counter of the pool, what allocated and chosen partitions consume stays within t
 counter's value; the sets are looked up by name within the device's pool (same driver,
 pool name and generation), whichever slice of the pool declares them.
 
-Values are exact (`Fraction`), as upstream compares `resource.Quantity` values.
+Values are `Quantity`s: compared exactly, as upstream compares them, and shown as the
+driver spelled them.
 
 Also here: which device fields draco models at all. A device that carries a field
 outside that list (an alpha of a newer Kubernetes) is never allocated as if the field
@@ -20,13 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
 from operators.model import fields as f
 from operators.model.errors import FieldError
-from operators.model.quantity import parse_quantity
+from operators.model.quantity import Quantity, parse_quantity
 
 # The Device fields of resource.k8s.io/v1 that draco reads and acts on.
 DEVICE_FIELDS = frozenset({
@@ -43,7 +43,7 @@ class CounterSet:
     """One `sharedCounters` entry: named counters with their total values."""
 
     name: str
-    counters: Mapping[str, Fraction]
+    counters: Mapping[str, Quantity]
     slice_name: str = ""
 
 
@@ -52,13 +52,13 @@ class CounterConsumption:
     """One `consumesCounters` entry of a device: how much of which counters of a set."""
 
     counter_set: str
-    counters: Mapping[str, Fraction]
+    counters: Mapping[str, Quantity]
 
 
-def _counter_values(d: Mapping[str, Any], key: str) -> Mapping[str, Fraction]:
-    """`counters: {name: {value: quantity}}` -> {name: exact value}."""
+def _counter_values(d: Mapping[str, Any], key: str) -> Mapping[str, Quantity]:
+    """`counters: {name: {value: quantity}}` -> {name: Quantity}."""
     raw = f.obj(d, key, required=True)
-    out: dict[str, Fraction] = {}
+    out: dict[str, Quantity] = {}
     for name, counter in raw.items():
         try:
             if not isinstance(name, str) or not name:
@@ -71,7 +71,7 @@ def _counter_values(d: Mapping[str, Any], key: str) -> Mapping[str, Fraction]:
             if isinstance(value, bool) or not isinstance(value, str | int):
                 raise FieldError(f"expected a quantity string, got {f.type_name(value)}", "value")
             try:
-                out[name] = parse_quantity(str(value)).value
+                out[name] = parse_quantity(str(value))
             except ValueError as e:
                 raise FieldError(f"invalid quantity {value!r}: {e}", "value") from None
         except FieldError as e:
