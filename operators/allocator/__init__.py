@@ -19,7 +19,9 @@ from operators.allocator.allocate import (
     allocate,
     in_use_from_claims,
     in_use_from_tracker,
+    shares_from_tracker,
 )
+from operators.allocator.capacity import Shares, shares_from_claims
 from operators.allocator.explain import ClaimExplain, RequestExplain
 from operators.allocator.inventory import (
     Candidate,
@@ -49,6 +51,9 @@ __all__ = [
     "allocation_to_api",
     "in_use_from_claims",
     "in_use_from_tracker",
+    "shares_from_claims",
+    "shares_from_tracker",
+    "Shares",
     "inventory_from_slices",
     "inventory_from_tracker",
 ]

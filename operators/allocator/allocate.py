@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from operators.allocator.capacity import NO_SHARES, Shares
 from operators.allocator.explain import ClaimExplain, explain, reason_from
 from operators.allocator.inventory import Inventory, NodeInfo
 from operators.allocator.requests import AllocationError
@@ -45,15 +46,27 @@ class AllocationOutcome:
 
 
 def in_use_from_tracker(tracker: Tracker) -> frozenset[DeviceID]:
-    """Devices other claims hold; admin-access allocations hold nothing (upstream)."""
-    return frozenset(i for i in tracker.allocated_device_ids() if tracker.is_allocated(i))
+    """Devices other claims hold whole; admin-access allocations hold nothing, shares
+    (KEP-5075) hold capacity, not the device (upstream)."""
+    return frozenset(i for i in tracker.allocated_device_ids()
+                     if any(not a.admin_access and not a.share_id for a in tracker.allocations(i)))
+
+
+def shares_from_tracker(tracker: Tracker, devices: Iterable[DeviceID] | None = None) -> Shares:
+    """What allocated claims' shares consume, per device (of DEVICES, or all)."""
+    out = Shares()
+    for i in tracker.allocated_device_ids() if devices is None else devices:
+        for a in tracker.allocations(i):
+            if a.share_id and not a.admin_access:
+                out.add(i, a.consumed)
+    return out
 
 
 def in_use_from_claims(claims: Iterable[ResourceClaim]) -> frozenset[DeviceID]:
     """The same from allocated claims alone (offline use)."""
     return frozenset(
         r.id for c in claims if c.allocation is not None
-        for r in c.allocation.results if not r.admin_access)
+        for r in c.allocation.results if not r.admin_access and not r.share_id)
 
 
 def allocate(
@@ -65,17 +78,19 @@ def allocate(
     budget_s: float = DEFAULT_BUDGET_S,
     *,
     with_explain: bool = True,
+    shares: Shares = NO_SHARES,
 ) -> AllocationOutcome:
     """Allocate all `claims` (one pod's) together on `node`, all or nothing.
 
     `node` None: only devices available on all nodes qualify (upstream's nil node).
-    `in_use`: devices allocated to other claims (see `in_use_from_tracker`).
+    `in_use`: devices allocated to other claims (see `in_use_from_tracker`);
+    `shares`: what other claims' shares of multi-allocatable devices consume.
     """
     deadline = time.monotonic() + budget_s
     cls = dict(classes)
     search: Search | None = None
     try:
-        search = Search(claims, node, inventory, cls, in_use, deadline)
+        search = Search(claims, node, inventory, cls, in_use, deadline, shares)
         found = search.run()
     except TooComplex:
         steps = search.steps if search is not None else 0

@@ -55,7 +55,8 @@ from typing import Any
 import structlog
 from prometheus_client import Counter
 
-from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker
+from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker, shares_from_tracker
+from operators.allocator.capacity import Shares
 from operators.allocator.claim_writer import WriteResult, pod_reference, write_claim
 from operators.allocator.holds import DEFAULT_TTL, Holds, InUse
 from operators.allocator.inventory import inventory_from_tracker
@@ -138,6 +139,7 @@ class AllocatorController(KeyedPassLoop):
         self._next_start = 0  # where the next node search begins (see nodes.place)
         self._classes: dict[str, DeviceClass] = {}
         self._taken: set[DeviceID] | None = None  # devices the tracker counts as taken
+        self._shares: Shares | None = None  # shares of multi-allocatable devices
         self.allocated_total = 0
         self.decisions = 0  # allocations searched (tests assert work per event with it)
         self.passes = 0
@@ -149,6 +151,7 @@ class AllocatorController(KeyedPassLoop):
         self._index = None
         self._nodes_changed = set()
         self._taken = None
+        self._shares = None
 
     # -- what wakes the loop
 
@@ -161,6 +164,8 @@ class AllocatorController(KeyedPassLoop):
             self._index = None
             self._view_changed()
         freed = False
+        if change.allocations:
+            self._shares = None
         for d in change.allocations:
             taken = self.tracker.is_allocated(d)
             freed = freed or not taken
@@ -303,7 +308,8 @@ class AllocatorController(KeyedPassLoop):
         view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
         view.nodes = allowed
         placement = place(list(work.pending), view, self._classes, self._current_in_use(),
-                          self.settings.budget, refused=refused, start=self._next_start)
+                          self.settings.budget, refused=refused, start=self._next_start,
+                          shares=self._current_shares())
         if allowed:
             self._next_start = (self._next_start + placement.examined) % len(allowed)
         return placement
@@ -322,6 +328,14 @@ class AllocatorController(KeyedPassLoop):
         if self._taken is None:
             self._taken = set(in_use_from_tracker(self.tracker))
         return InUse(self._taken, self.holds)
+
+    def _current_shares(self) -> Shares:
+        """What other claims' shares of multi-allocatable devices consume. Shares live
+        in the tracker only once written: a share decided but not yet seen back is not
+        counted (the write's resourceVersion check turns a clash into a retry)."""
+        if self._shares is None:
+            self._shares = shares_from_tracker(self.tracker)
+        return self._shares
 
     def _still_free(self, claim: NamespacedName, devices: Iterable[DeviceID]) -> bool:
         """No other claim holds any of the devices in the tracker's view right now."""

@@ -15,7 +15,7 @@ what the candidate consumes, not what the pool declares.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Container, Iterable
 from fractions import Fraction
 
 from operators.allocator.inventory import Candidate, PoolCandidates
@@ -25,7 +25,8 @@ Key = tuple[str, str]  # (counter set, counter)
 
 
 class Ledger:
-    def __init__(self, pools: Iterable[PoolCandidates], in_use: Collection[DeviceID]) -> None:
+    def __init__(self, pools: Iterable[PoolCandidates], charged: Container[DeviceID]) -> None:
+        """CHARGED: the devices allocated claims hold, whole or shared."""
         self.left: dict[PoolID, dict[Key, Fraction]] = {}
         self.used: dict[PoolID, dict[Key, Fraction]] = {}
         self.over: dict[PoolID, int] = {}
@@ -35,7 +36,7 @@ class Ledger:
             left = {(s, c): q.value for s, counters in p.counter_sets.items()
                     for c, q in counters.items()}
             for device, consumes in p.consumers:
-                if device in in_use:
+                if device in charged:
                     for cc in consumes:
                         for c, q in cc.counters.items():
                             k = (cc.counter_set, c)

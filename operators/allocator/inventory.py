@@ -28,12 +28,14 @@ from operators.model import (
     PoolID,
     ResourceSlice,
 )
+from operators.model.capacity import CapacityPolicy
 from operators.model.nodes import NodeInfo
 from operators.model.quantity import Quantity  # the node tried: placement reads name and labels
 from operators.tracker import Tracker
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _NO_SETS: Mapping[str, Mapping[str, Quantity]] = MappingProxyType({})
+_NO_POLICIES: Mapping[str, CapacityPolicy] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,7 @@ class Candidate:
     binding_failure_conditions: tuple[str, ...] = ()
     binds_to_node: bool = False
     unsupported: tuple[str, ...] = ()  # why draco leaves the device out ("" fields: none)
+    capacity_policies: Mapping[str, CapacityPolicy] = field(default_factory=lambda: _NO_POLICIES)
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -142,7 +145,8 @@ def _candidate(d: Device, placement: NodePlacement, per_device: bool,
         unsupported += ("bindingConditions",)
     return Candidate(d.id, attributes, capacity, taints, placement, per_device,
                      d.allow_multiple_allocations, d.consumes_counters, d.binding_conditions,
-                     d.binding_failure_conditions, d.binds_to_node, unsupported)
+                     d.binding_failure_conditions, d.binds_to_node, unsupported,
+                     d.capacity_policies)
 
 
 def _slice_placement(s: ResourceSlice) -> NodePlacement:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from operators.allocator.allocate import AllocationOutcome, allocate
+from operators.allocator.capacity import NO_SHARES, Shares
 from operators.allocator.explain import NodeFunnel, RefusedNode, explain, no_node_fits
 from operators.allocator.inventory import (
     Candidate,
@@ -285,6 +286,7 @@ def place(
     with_explain: bool = True,
     refused: Sequence[RefusedNode] = (),
     start: int = 0,
+    shares: Shares = NO_SHARES,
 ) -> Placement:
     """Allocate the pod's `claims` on the best candidate; `only`: try that node alone.
 
@@ -343,7 +345,7 @@ def place(
                 f"({tried} candidate nodes tried)"), tried=tried)
         tried += 1
         searched += 1 if node is not None else 0
-        out = allocate(claims, node, pools, classes, in_use, remaining,
+        out = allocate(claims, node, pools, classes, in_use, remaining, shares=shares,
                        with_explain=with_explain and only is not None)
         if out.status in ("error", "too-complex"):
             return Placement(out, None if node is None else node.name, tried)

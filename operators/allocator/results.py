@@ -11,9 +11,12 @@ single-term selectors of the devices are merged into one term; none means anywhe
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Any
 
+from operators.allocator.capacity import short_name
 from operators.allocator.requests import AllocationError, Wanted
 from operators.allocator.search import Pick
 from operators.model import (
@@ -60,15 +63,30 @@ def node_selector_for(picks: Sequence[Pick]) -> NodeSelector | None:
                                           match_fields=tuple(fields)),))
 
 
+_SHARE_IDS = uuid.UUID("6c1f7a52-4f63-4d52-9a51-0e3f1c4d2b7e")
+
+
+def share_id(owner: str, index: int, p: Pick) -> str:
+    """A share's ID (KEP-5075: a lowercase UUID, unique among the device's shares).
+    Upstream draws a random one; draco derives it from the claim's UID and the result,
+    so that `draco allocate` answers the same twice and no two claims' shares collide."""
+    return str(uuid.uuid5(_SHARE_IDS, f"{owner}/{index}/{p.wanted.name}/{p.device.id}"))
+
+
 def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
                      used: Sequence[Wanted]) -> AllocationResult:
     """`used`: the Wanted of each request, in request order (the chosen subrequest)."""
+    owner = claim.meta.uid or f"{claim.namespace}/{claim.name}"
     results = tuple(
         DeviceRequestAllocationResult(
             request=p.wanted.name, driver=p.device.id.driver, pool=p.device.id.pool,
             device=p.device.id.device, admin_access=p.wanted.admin_access,
-            tolerations=p.wanted.spec.tolerations)
-        for p in picks)
+            tolerations=p.wanted.spec.tolerations,
+            share_id=share_id(owner, i, p) if p.consumed is not None else None,
+            consumed_capacity=MappingProxyType(
+                {short_name(n, p.device.id.driver): q for n, q in p.consumed.items()})
+            if p.consumed else MappingProxyType({}))
+        for i, p in enumerate(picks))
     config: list[tuple[str, list[str], Any]] = []
     class_ranges: dict[str, tuple[int, int]] = {}
     for w in used:
@@ -119,6 +137,10 @@ def allocation_to_api(a: AllocationResult) -> dict[str, Any]:
             item["adminAccess"] = True
         if r.tolerations:
             item["tolerations"] = [t.to_api() for t in r.tolerations]
+        if r.share_id:
+            item["shareID"] = r.share_id
+        if r.consumed_capacity:
+            item["consumedCapacity"] = {n: str(q) for n, q in r.consumed_capacity.items()}
         results.append(item)
     config = config_to_api(a)
     devices: dict[str, Any] = {"results": results}

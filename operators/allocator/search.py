@@ -17,9 +17,11 @@ Devices with fields draco does not model are never candidates.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
+from operators.allocator.capacity import NO_SHARES, Charged, Shares, consumption
 from operators.allocator.counters import Ledger
 from operators.allocator.inventory import (
     Candidate,
@@ -48,6 +50,7 @@ from operators.model import (
     DeviceToleration,
     ResourceClaim,
 )
+from operators.model.quantity import Quantity
 
 BUDGET_CHECK_EVERY = 128
 
@@ -164,6 +167,7 @@ def constraint_for(c: DeviceConstraint) -> MatchAttribute:
 class Pick:
     wanted: Wanted
     device: Candidate
+    consumed: Mapping[str, Quantity] | None = None  # a share of a multi-allocatable device
 
 
 def selectable(w: Wanted, sl: SliceCandidates, d: Candidate, node: NodeInfo | None,
@@ -185,10 +189,15 @@ class Search:
 
     def __init__(self, claims: Sequence[ResourceClaim], node: NodeInfo | None,
                  inventory: Inventory, classes: dict[str, DeviceClass],
-                 in_use: Collection[DeviceID], deadline: float) -> None:
+                 in_use: Collection[DeviceID], deadline: float,
+                 shares: Shares = NO_SHARES) -> None:
         self.claims = claims
         self.node = node
         self.in_use = in_use
+        self.shares = shares
+        # KEP-5075: what this attempt gives of each shared device, and how many shares
+        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        self.sharing: dict[DeviceID, int] = {}
         self.deadline = deadline
         self.steps = 0
         self.pools: list[tuple[PoolCandidates, tuple[SliceCandidates, ...]]] = [
@@ -199,7 +208,7 @@ class Search:
             (sl, d) for p, t in self.pools if not p.unusable(t)
             for sl in t for d in sl.devices if not d.unsupported
         ]
-        self.ledger = Ledger((p for p, _ in self.pools), in_use)
+        self.ledger = Ledger((p for p, _ in self.pools), Charged(in_use, shares))
         self.plan: list[list[list[Wanted]]] = []
         self.constraints: list[list[MatchAttribute]] = []
         self.picks: list[list[Pick]] = [[] for _ in claims]
@@ -305,7 +314,7 @@ class Search:
             return False
         for pos in range(start, len(usable)):
             sl, d = usable[pos]
-            if self._busy(w, d.id):
+            if not d.allow_multiple_allocations and self._busy(w, d.id):
                 continue
             if not selectable(w, sl, d, self.node, claim):
                 continue
@@ -327,19 +336,36 @@ class Search:
             return holders is not None and w.claim_index in holders
         return device_id in self.in_use or bool(holders)
 
+    def _charges_counters(self, d: Candidate) -> bool:
+        """A shared device uses up its counters once, with its first share."""
+        if not d.allow_multiple_allocations:
+            return True
+        return d.id not in self.shares and not self.sharing.get(d.id)
+
     def _take(self, w: Wanted, d: Candidate, must: bool) -> bool:
-        """Upstream's order: in use, counters, taints, constraints."""
-        if self._busy(w, d.id):
+        """Upstream's order: capacity, in use, counters, taints, constraints."""
+        consumed = None
+        if d.allow_multiple_allocations or w.spec.capacity:
+            consumed = consumption(w.spec.capacity, d, self.shares.held.get(d.id, {}),
+                                   self.allocating_capacity.get(d.id, {}))
+            if consumed is None:
+                return False
+        if not d.allow_multiple_allocations and self._busy(w, d.id):
             return False
-        if self.ledger.take(d) is not None:
+        if d.allow_multiple_allocations and d.id in self.in_use and not w.admin_access:
+            return False  # a result without a share ID holds the whole device
+        charge = self._charges_counters(d)
+        if charge and self.ledger.take(d) is not None:
             return False
         if taint_blocks(d.taints, w.tolerations):
-            self.ledger.release(d)
+            if charge:
+                self.ledger.release(d)
             return False
         cons = self.constraints[w.claim_index]
         for i, c in enumerate(cons):
             if not c.add(w, d):
-                self.ledger.release(d)
+                if charge:
+                    self.ledger.release(d)
                 if must:
                     raise AllocationError(
                         f"claim {claim_label(self.claims[w.claim_index])}, request "
@@ -348,13 +374,29 @@ class Search:
                 for prev in cons[:i]:
                     prev.remove(w)
                 return False
-        self.allocating.setdefault(d.id, set()).add(w.claim_index)
-        self.picks[w.claim_index].append(Pick(w, d))
+        if d.allow_multiple_allocations:
+            assert consumed is not None
+            into = self.allocating_capacity.setdefault(d.id, {})
+            for n, q in consumed.items():
+                into[n] = into.get(n, Fraction(0)) + q.value
+            self.sharing[d.id] = self.sharing.get(d.id, 0) + 1
+            pick = Pick(w, d, consumed)
+        else:
+            self.allocating.setdefault(d.id, set()).add(w.claim_index)
+            pick = Pick(w, d)
+        self.picks[w.claim_index].append(pick)
         return True
 
     def _release(self, w: Wanted, d: Candidate) -> None:
-        self.ledger.release(d)
+        pick = self.picks[w.claim_index].pop()
         for c in self.constraints[w.claim_index]:
             c.remove(w)
-        self.allocating[d.id].discard(w.claim_index)
-        self.picks[w.claim_index].pop()
+        if pick.consumed is not None:
+            self.sharing[d.id] -= 1
+            into = self.allocating_capacity[d.id]
+            for n, q in pick.consumed.items():
+                into[n] -= q.value
+        else:
+            self.allocating[d.id].discard(w.claim_index)
+        if self._charges_counters(d):
+            self.ledger.release(d)

@@ -40,8 +40,10 @@ from operators.allocator import (
     DEFAULT_BUDGET_S,
     AllocationOutcome,
     NodeInfo,
+    Shares,
     in_use_from_tracker,
     inventory_from_tracker,
+    shares_from_tracker,
 )
 from operators.allocator.nodes import NodeIndex, Placement, PodFit, candidate_nodes, place
 from operators.allocator.results import config_to_api
@@ -191,32 +193,38 @@ def _label(c: ResourceClaim) -> str:
 
 
 def _taken(allocation: AllocationResult) -> list[DeviceID]:
-    return [r.id for r in allocation.results if not r.admin_access]
+    return [r.id for r in allocation.results if not r.admin_access and not r.share_id]
 
 
 # -- the command --------------------------------------------------------------------------
 
 def _place(claims: Sequence[ResourceClaim], tracker: Tracker, index: NodeIndex,
-           classes: Mapping[str, DeviceClass], in_use: set[DeviceID], budget_s: float,
-           only: NodeInfo | None, settled: Mapping[NamespacedName, AllocationResult]) -> Placement:
+           classes: Mapping[str, DeviceClass], in_use: set[DeviceID], shares: Shares,
+           budget_s: float, only: NodeInfo | None,
+           settled: Mapping[NamespacedName, AllocationResult]) -> Placement:
     pods = pods_using(tracker, claims, settled)
     if not pods:
-        return place(claims, index, classes, in_use, budget_s, only=only)
+        return place(claims, index, classes, in_use, budget_s, only=only, shares=shares)
     allowed, refused = candidate_nodes(index.nodes, pods)  # the allocator controller's filter
     if only is not None:
         _, refused = candidate_nodes([only], pods)
     view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
     view.nodes = allowed
-    return place(claims, view, classes, in_use, budget_s, only=only, refused=refused)
+    return place(claims, view, classes, in_use, budget_s, only=only, refused=refused,
+                 shares=shares)
 
 
 def _record_placement(placed: Placement, pending: Sequence[ResourceClaim], out: dict[str, Any],
-                      in_use: set[DeviceID], settled: dict[NamespacedName, AllocationResult]) -> None:
+                      in_use: set[DeviceID], shares: Shares,
+                      settled: dict[NamespacedName, AllocationResult]) -> None:
     for i, claim in enumerate(pending):
         if placed.allocated:
             allocation = placed.outcome.allocations[i]
             out[_label(claim)] = allocated_record(allocation, placed.node)
             in_use.update(_taken(allocation))
+            for r in allocation.results:
+                if r.share_id and not r.admin_access:
+                    shares.add(r.id, r.consumed_capacity.items())
             settled[NamespacedName(claim.namespace, claim.name)] = allocation
         else:
             out[_label(claim)] = failed_record(placed.outcome, _label(claim))
@@ -239,6 +247,7 @@ def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequen
     index = NodeIndex(inventory_from_tracker(tracker), nodes)
     classes = {c.name: c for c in tracker.device_classes()}
     in_use: set[DeviceID] = set(in_use_from_tracker(tracker))
+    shares = shares_from_tracker(tracker)
     out: dict[str, Any] = {}
     selected = [by_key[k] for k in dict.fromkeys(claims)] if claims else ordered
     pending: list[ResourceClaim] = []
@@ -250,11 +259,12 @@ def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequen
             pending.append(claim)
             out[_label(claim)] = None  # keeps the input order
         else:
-            placed = _place([claim], tracker, index, classes, in_use, budget_s, only, settled)
-            _record_placement(placed, [claim], out, in_use, settled)
+            placed = _place([claim], tracker, index, classes, in_use, shares, budget_s, only,
+                            settled)
+            _record_placement(placed, [claim], out, in_use, shares, settled)
     if pending:
-        placed = _place(pending, tracker, index, classes, in_use, budget_s, only, settled)
-        _record_placement(placed, pending, out, in_use, settled)
+        placed = _place(pending, tracker, index, classes, in_use, shares, budget_s, only, settled)
+        _record_placement(placed, pending, out, in_use, shares, settled)
     return {"claims": out}
 
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from operators.model import fields as f
+from operators.model.capacity import parse_capacity_requests, parse_consumed
 from operators.model.deviceclass import OpaqueDeviceConfiguration, parse_opaque
 from operators.model.devices import DeviceID, DeviceToleration, parse_toleration, parse_tolerations
 from operators.model.errors import FieldError, ModelError, ObjectRef
 from operators.model.meta import NamespacedObject, ObjectMeta
+from operators.model.quantity import Quantity
 from operators.model.selectors import (
     DeviceSelector,
     NodeSelector,
@@ -39,6 +41,7 @@ class ExactDeviceRequest:
     admin_access: bool = False
     tolerations: tuple[DeviceToleration, ...] = ()
     unsupported: tuple[str, ...] = ()  # fields draco does not model: never allocated
+    capacity: Mapping[str, Quantity] = field(default_factory=lambda: f.EMPTY_MAP)  # KEP-5075
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,7 @@ class DeviceSubRequest:
     tolerations: tuple[DeviceToleration, ...] = ()
     admin_access: bool = False  # subrequests cannot ask for admin access; uniform reads
     unsupported: tuple[str, ...] = ()
+    capacity: Mapping[str, Quantity] = field(default_factory=lambda: f.EMPTY_MAP)
 
 
 RequestSpec = ExactDeviceRequest | DeviceSubRequest
@@ -106,6 +110,9 @@ class DeviceRequestAllocationResult:
     admin_access: bool = False
     tolerations: tuple[DeviceToleration, ...] = ()
     share_id: str | None = None
+    consumed_capacity: Mapping[str, Quantity] = field(default_factory=lambda: f.EMPTY_MAP)
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
     @property
     def id(self) -> DeviceID:
@@ -246,13 +253,13 @@ def _mode_and_count(d: Mapping[str, Any]) -> tuple[AllocationMode, int]:
     return "ExactCount", count
 
 
-# The request fields of resource.k8s.io/v1 draco acts on. Any other field set (a
-# capacity request, an alpha of a newer Kubernetes) keeps draco from allocating the claim:
+# The request fields of resource.k8s.io/v1 draco acts on. Any other field set (an alpha
+# of a newer Kubernetes) keeps draco from allocating the claim:
 # allocating as if it were absent could hand out what upstream would refuse.
 EXACT_FIELDS = frozenset({"deviceClassName", "selectors", "allocationMode", "count",
-                          "adminAccess", "tolerations"})
+                          "adminAccess", "tolerations", "capacity"})
 SUB_FIELDS = frozenset({"name", "deviceClassName", "selectors", "allocationMode", "count",
-                        "tolerations"})
+                        "tolerations", "capacity"})
 
 
 def _unsupported(d: Mapping[str, Any], known: frozenset[str]) -> tuple[str, ...]:
@@ -271,6 +278,7 @@ def _exact(d: object) -> ExactDeviceRequest:
         admin_access=f.boolean(d, "adminAccess"),
         tolerations=parse_tolerations(d),
         unsupported=_unsupported(d, EXACT_FIELDS),
+        capacity=parse_capacity_requests(d),
     )
 
 
@@ -286,6 +294,7 @@ def _sub(d: object) -> DeviceSubRequest:
         count=count,
         tolerations=parse_tolerations(d),
         unsupported=_unsupported(d, SUB_FIELDS),
+        capacity=parse_capacity_requests(d),
     )
 
 
@@ -336,6 +345,9 @@ def _result(d: Mapping[str, Any]) -> DeviceRequestAllocationResult:
         admin_access=f.boolean(d, "adminAccess"),
         tolerations=parse_tolerations(d),
         share_id=f.opt_string(d, "shareID"),
+        consumed_capacity=parse_consumed(d),
+        binding_conditions=f.string_list(d, "bindingConditions"),
+        binding_failure_conditions=f.string_list(d, "bindingFailureConditions"),
     )
 
 

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from operators.model import fields as f
+from operators.model.capacity import CapacityPolicy, parse_policies
 from operators.model.counters import (
     CounterConsumption,
     CounterSet,
@@ -195,6 +196,7 @@ class Device(KeyedByDeviceID):
     binding_failure_conditions: tuple[str, ...] = ()
     binds_to_node: bool = False
     unsupported: tuple[str, ...] = ()  # fields draco does not model: never allocated
+    capacity_policies: Mapping[str, CapacityPolicy] = field(default_factory=lambda: f.EMPTY_MAP)
 
     def __hash__(self) -> int:  # the maps are unhashable; equal devices share an id
         return hash(self.id)
@@ -430,6 +432,7 @@ def parse_device(
         binding_failure_conditions=_names(d, "bindingFailureConditions"),
         binds_to_node=f.boolean(d, "bindsToNode"),
         unsupported=unsupported_fields(d),
+        capacity_policies=parse_policies(d, driver),
     )
 
 

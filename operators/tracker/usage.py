@@ -71,7 +71,9 @@ class UsageIndex:
         if claim is not None and claim.allocation is not None:
             grouped: dict[DeviceID, list[Allocation]] = {}
             for r in claim.allocation.results:
-                grouped.setdefault(r.id, []).append(Allocation(key, r.request, r.admin_access))
+                grouped.setdefault(r.id, []).append(Allocation(
+                    key, r.request, r.admin_access, r.share_id,
+                    tuple(r.consumed_capacity.items()) if r.consumed_capacity else ()))
             new = {d: tuple(a) for d, a in grouped.items()}
         old_ids = self.claim_devices.get(key, frozenset())
         if not new and not old_ids:

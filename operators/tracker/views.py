@@ -17,6 +17,7 @@ from operators.model import (
     PoolID,
 )
 from operators.model.devices import NO_PLACEMENT, KeyedByDeviceID
+from operators.model.quantity import Quantity
 from operators.tracker.overlay import DeviceContribution
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -145,3 +146,5 @@ class Allocation:
     claim: NamespacedName
     request: str
     admin_access: bool = False
+    share_id: str | None = None  # KEP-5075: one share of a multi-allocatable device
+    consumed: tuple[tuple[str, Quantity], ...] = ()  # the share's consumedCapacity

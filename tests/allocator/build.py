@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from operators.allocator import Inventory, NodeInfo, inventory_from_slices
+from operators.allocator import Inventory, NodeInfo, Shares, inventory_from_slices
 from operators.model import (
     DeviceClass,
     DeviceID,
@@ -21,6 +21,7 @@ from operators.model import (
     parse_resource_claim,
     parse_resource_slice,
 )
+from operators.model.quantity import parse_quantity
 
 DEFAULT_CLASSES = [
     {"name": "class-a", "selectors": ['device.driver == "driver-a"']},
@@ -131,3 +132,13 @@ def case_inputs(case: Mapping[str, Any]) -> tuple[
     claims = [claim(c) for c in case["claims"]]
     in_use = {device_id(x) for x in case.get("inUse", [])}
     return claims, node, inventory_from_slices(slices), classes, in_use
+
+
+def case_shares(case: Mapping[str, Any]) -> Shares:
+    """`shared: ["driver/pool/device=name:amount,…"]`: shares other claims hold."""
+    out = Shares()
+    for text in case.get("shared", []):
+        device, _, amounts = text.partition("=")
+        out.add(device_id(device), [(n, parse_quantity(a)) for n, _, a in
+                                    (x.partition(":") for x in amounts.split(",") if x)])
+    return out

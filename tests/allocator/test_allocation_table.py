@@ -1,7 +1,8 @@
 """The allocation table (allocation_cases.yaml), derived from upstream's allocator tests.
 
 `expect.results` lists, per claim, `request=driver/pool/device` in result order (a
-trailing ` admin` marks adminAccess); `nodeSelector` and `config` are compared in
+trailing ` admin` marks adminAccess, ` share` a shareID, ` name=amount` each
+consumedCapacity entry); `nodeSelector` and `config` are compared in
 their API form when given; `reason` is a substring of the outcome's reason; `explain`
 maps a result request name to the explain fields it must show.
 """
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from operators.allocator import allocate
-from tests.allocator.build import case_inputs
+from tests.allocator.build import case_inputs, case_shares
 
 CASES: list[dict[str, Any]] = yaml.safe_load(
     Path(__file__).with_name("allocation_cases.yaml").read_text())
@@ -27,6 +28,10 @@ def _results(api: dict[str, Any]) -> list[str]:
         text = f'{r["request"]}={r["driver"]}/{r["pool"]}/{r["device"]}'
         if r.get("adminAccess"):
             text += " admin"
+        if r.get("shareID"):
+            text += " share"
+        for name, amount in (r.get("consumedCapacity") or {}).items():
+            text += f" {name}={amount}"
         out.append(text)
     return out
 
@@ -34,7 +39,8 @@ def _results(api: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_allocation_table(case: dict[str, Any]) -> None:
     claims, node, inventory, classes, in_use = case_inputs(case)
-    outcome = allocate(claims, node, inventory, classes, in_use, budget_s=case.get("budget", 10.0))
+    outcome = allocate(claims, node, inventory, classes, in_use, budget_s=case.get("budget", 10.0),
+                       shares=case_shares(case))
     expect = case["expect"]
     assert outcome.status == expect["status"], outcome.reason
     if "reason" in expect:

@@ -47,6 +47,7 @@ import io
 import json
 import re
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -173,14 +174,24 @@ def translate(index: int, case: Mapping[str, Any], ns: str, *, placing: bool = F
                 spec["deviceClassName"] = f"{p}-{spec['deviceClassName']}"
     holder = None
     results: list[dict[str, Any]] = []
-    if case.get("inUse"):
+    if case.get("inUse") or case.get("shared"):
+        held = len(case.get("inUse", [])) + len(case.get("shared", []))
         holder = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                   "metadata": {"name": f"{p}-holder", "namespace": ns},
                   "spec": {"devices": {"requests": [{"name": "held", "exactly": {
-                      "deviceClassName": f"{p}-class-a", "count": len(case["inUse"])}}]}}}
-        for text in case["inUse"]:
+                      "deviceClassName": f"{p}-class-a", "count": held}}]}}}
+        for text in case.get("inUse", []):
             driver, pool, device = text.split("/")
             results.append({"request": "held", "driver": driver, "pool": pool, "device": device})
+        for text in case.get("shared", []):  # shares of multi-allocatable devices
+            ident, _, amounts = text.partition("=")
+            driver, pool, device = ident.split("/")
+            share: dict[str, Any] = {"request": "held", "driver": driver, "pool": pool,
+                                     "device": device, "shareID": str(uuid.uuid4())}
+            consumed = dict(x.split(":") for x in amounts.split(",") if x)
+            if consumed:
+                share["consumedCapacity"] = consumed
+            results.append(share)
     node: str | None
     if placing:
         node = NODES[case["only"]] if "only" in case else None
@@ -296,8 +307,13 @@ def run_round(backend: RealBackend, cases: list[Translated]) -> Answers:
 
 
 def _results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The fields both sides must agree on; a share ID only by being there (upstream
+    draws a random one)."""
     return [{k: r[k] for k in ("request", "driver", "pool", "device")}
-            | ({"adminAccess": True} if r.get("adminAccess") else {}) for r in results]
+            | ({"adminAccess": True} if r.get("adminAccess") else {})
+            | ({"shared": True} if r.get("shareID") else {})
+            | ({"consumedCapacity": r["consumedCapacity"]} if r.get("consumedCapacity") else {})
+            for r in results]
 
 
 class Draco:

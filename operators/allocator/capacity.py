@@ -1,0 +1,162 @@
+"""Consumable capacity (KEP-5075): what a request consumes of a device, as upstream
+computes it, and what shares of devices other claims hold.
+
+Per device capacity (every one the device has, not only those the request names):
+- not requested: the policy's `default`, else the whole capacity;
+- requested without a policy: the amount asked;
+- a `validRange` with a minimum: below it, the minimum; with a step, rounded up to the
+  next `min + k*step` (integers, as upstream's int64 path: fractions round up first),
+  written in the step's format;
+- `validValues`: the smallest valid value not below the amount (above all of them the
+  amount itself, which then violates the policy).
+A device fits when the request names no capacity the device lacks, no amount violates
+the policy (above `max`, off the step, not a valid value; the default itself always
+passes) and, per capacity, what other claims' shares hold plus what this attempt
+already gave plus the new amount stays within the capacity. A negative amount is an
+error, as upstream's.
+
+Shares held by allocated claims: results with a `shareID` (admin access holds nothing).
+A result without one keeps the whole device (it is in use), even on a device that
+allows multiple allocations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from operators.allocator.inventory import Candidate
+from operators.allocator.requests import AllocationError
+from operators.model import DeviceID, ResourceClaim
+from operators.model.capacity import CapacityPolicy
+from operators.model.quantity import Quantity, parse_quantity
+from operators.model.values import qualify
+
+_PARSED: dict[str, Quantity] = {}
+
+
+def _q(text: str) -> Quantity:
+    q = _PARSED.get(text)
+    if q is None:
+        q = parse_quantity(text)
+        if len(_PARSED) < 4096:
+            _PARSED[text] = q
+    return q
+
+
+def _ceil(q: Quantity) -> int:
+    return math.ceil(q.value)
+
+
+def round_up_range(req: Quantity, p: CapacityPolicy) -> Quantity:
+    assert p.min is not None
+    if req.value < p.min.value:
+        return p.min
+    if p.step is None:
+        return req
+    lo, step = _ceil(p.min), _ceil(p.step)
+    n = lo + math.ceil(Fraction(_ceil(req) - lo, step)) * step
+    return Quantity(Fraction(n), p.step.format)
+
+
+def consumed_amount(requested: Quantity | None, value: Quantity, p: CapacityPolicy | None) -> Quantity:
+    if requested is None:
+        return p.default if p is not None and p.default is not None else value
+    if p is None:
+        return requested
+    if p.range_set and p.min is not None:
+        return round_up_range(requested, p)
+    if p.valid_values:
+        return next((v for v in p.valid_values if v.value >= requested.value), requested)
+    return requested
+
+
+def violates(amount: Quantity, p: CapacityPolicy | None) -> bool:
+    if p is None:
+        return False
+    if p.default is not None and amount.value == p.default.value and amount.format == p.default.format:
+        return False
+    if p.range_set:
+        if p.max is not None and amount.value > p.max.value:
+            return True
+        if p.step is not None and p.min is not None:
+            return (_ceil(amount) - _ceil(p.min)) % _ceil(p.step) != 0
+        return False
+    if p.valid_values:
+        return not any(amount.value == v.value for v in p.valid_values)
+    return False
+
+
+def consumption(requests: Mapping[str, Quantity], d: Candidate,
+                held: Mapping[str, Fraction], allocating: Mapping[str, Fraction],
+                ) -> dict[str, Quantity] | None:
+    """What D would give the request, by qualified capacity name; None when it cannot.
+    `held`: what allocated claims' shares consume; `allocating`: this attempt's."""
+    asked = {qualify(n, d.id.driver): q for n, q in requests.items()}
+    if any(n not in d.capacity for n in asked):
+        return None
+    out: dict[str, Quantity] = {}
+    for name, text in d.capacity.items():
+        value = _q(text)
+        policy = d.capacity_policies.get(name)
+        amount = consumed_amount(asked.get(name), value, policy)
+        if amount.value < 0:
+            raise AllocationError(f"device {d.id}: capacity {name}: negative amount {amount}")
+        if violates(amount, policy):
+            return None
+        if held.get(name, 0) + allocating.get(name, 0) + amount.value > value.value:
+            return None
+        out[name] = amount
+    return out
+
+
+def short_name(name: str, driver: str) -> str:
+    """The capacity name as results carry it: drivers publish names in their own domain
+    without it, so the domain is dropped when it is the driver's."""
+    domain, _, short = name.rpartition("/")
+    return short if domain == driver else name
+
+
+@dataclass
+class Shares:
+    """Shares allocated claims hold: per device, what they consume in sum."""
+
+    held: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+
+    def add(self, device: DeviceID, consumed: Iterable[tuple[str, Quantity]]) -> None:
+        into = self.held.setdefault(device, {})
+        for name, q in consumed:
+            n = qualify(name, device.driver)
+            into[n] = into.get(n, Fraction(0)) + q.value
+
+    def __contains__(self, device: object) -> bool:
+        return device in self.held
+
+
+NO_SHARES = Shares()
+
+
+def shares_from_claims(claims: Iterable[ResourceClaim]) -> Shares:
+    out = Shares()
+    for c in claims:
+        if c.allocation is not None:
+            for r in c.allocation.results:
+                if r.share_id and not r.admin_access:
+                    out.add(r.id, r.consumed_capacity.items())
+    return out
+
+
+class Charged(Container[DeviceID]):
+    """Devices whose counters allocated claims use: held whole, or shared."""
+
+    def __init__(self, in_use: Container[DeviceID], shares: Shares) -> None:
+        self.in_use, self.shares = in_use, shares
+
+    def __contains__(self, device: object) -> bool:
+        return device in self.in_use or device in self.shares
+
+
+__all__ = ["NO_SHARES", "Charged", "Shares", "consumed_amount", "consumption", "round_up_range",
+           "shares_from_claims", "short_name", "violates"]
