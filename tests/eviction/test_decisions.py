@@ -28,7 +28,9 @@ def expand(case: dict[str, Any]) -> list[dict[str, Any]]:
                                           for d in s["devices"]]}})
     for c in case.get("claims", []):
         results = [{"request": r.get("request", "gpu"), "driver": DRIVER, "pool": r.get("pool", "p"),
-                    "device": r["device"], **({"tolerations": r["tolerations"]} if "tolerations" in r else {})}
+                    "device": r["device"], **({"tolerations": r["tolerations"]} if "tolerations" in r else {}),
+                    **({"shareID": r["shareID"], "consumedCapacity": {"memory": "10Gi"}}
+                       if "shareID" in r else {})}
                    for r in c["results"]]
         meta: dict[str, Any] = {"name": c["name"], "namespace": "ns", "uid": f"uid-{c['name']}"}
         if "annotation" in c:
