@@ -156,6 +156,10 @@ def _results(allocation: AllocationResult) -> list[dict[str, Any]]:
                                 "device": r.device}
         if r.admin_access:
             item["adminAccess"] = True
+        if r.share_id:  # KEP-5075: one share of a device that allows multiple allocations
+            item["shareID"] = r.share_id
+        if r.consumed_capacity:
+            item["consumedCapacity"] = {n: str(q) for n, q in r.consumed_capacity.items()}
         out.append(item)
     return out
 
