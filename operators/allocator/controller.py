@@ -289,8 +289,10 @@ class AllocatorController(KeyedPassLoop):
                 self._spawn(key, self._report(key, work.uid, reason, message))
                 return
             for i, claim in enumerate(work.pending):
-                devices = [r.id for r in placement.outcome.allocations[i].results if not r.admin_access]
-                self.holds.hold(claim.meta.key, claim.meta.uid, devices)
+                results = [r for r in placement.outcome.allocations[i].results if not r.admin_access]
+                self.holds.hold(claim.meta.key, claim.meta.uid,
+                                [r.id for r in results if not r.share_id],
+                                [(r.id, tuple(r.consumed_capacity.items())) for r in results if r.share_id])
         self.unsatisfied.pop(key, None)
         self._spawn(key, self._write(key, work, placement))
 
@@ -330,16 +332,23 @@ class AllocatorController(KeyedPassLoop):
         return InUse(self._taken, self.holds)
 
     def _current_shares(self) -> Shares:
-        """What other claims' shares of multi-allocatable devices consume. Shares live
-        in the tracker only once written: a share decided but not yet seen back is not
-        counted (the write's resourceVersion check turns a clash into a retry)."""
+        """What other claims' shares of multi-allocatable devices consume: those the
+        tracker shows, plus those decided here and not yet seen back (held)."""
         if self._shares is None:
             self._shares = shares_from_tracker(self.tracker)
-        return self._shares
+        held = list(self.holds.shares())
+        if not held:
+            return self._shares
+        out = Shares({d: dict(c) for d, c in self._shares.held.items()})
+        for device, consumed in held:
+            out.add(device, consumed)
+        return out
 
     def _still_free(self, claim: NamespacedName, devices: Iterable[DeviceID]) -> bool:
-        """No other claim holds any of the devices in the tracker's view right now."""
-        return not any(a.claim != claim and not a.admin_access
+        """No other claim holds any of the devices whole in the tracker's view right now
+        (shares of a multi-allocatable device leave it to others; the decision's hold
+        kept other decisions of this process off it until the write is seen back)."""
+        return not any(a.claim != claim and not a.admin_access and not a.share_id
                        for d in devices for a in self.tracker.allocations(d))
 
     def _forget(self, key: NamespacedName) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from operators.model import DeviceID, NamespacedName, ResourceClaim
+from operators.model.quantity import Quantity
 
 DEFAULT_TTL = 60.0
 
@@ -30,6 +31,8 @@ class Hold:
     uid: str
     devices: frozenset[DeviceID]
     written_at: float | None = None  # monotonic seconds once the write succeeded
+    # KEP-5075 shares: a share holds capacity, not the device (others may share it too)
+    shares: tuple[tuple[DeviceID, tuple[tuple[str, Quantity], ...]], ...] = ()
 
 
 class Holds:
@@ -50,10 +53,11 @@ class Holds:
     def holds_device(self, device: DeviceID) -> bool:
         return device in self._devices
 
-    def hold(self, key: NamespacedName, uid: str, devices: Iterable[DeviceID]) -> None:
+    def hold(self, key: NamespacedName, uid: str, devices: Iterable[DeviceID],
+             shares: Iterable[tuple[DeviceID, tuple[tuple[str, Quantity], ...]]] = ()) -> None:
         self.release(key)
         held = frozenset(devices)
-        self._by_claim[key] = Hold(uid, held)
+        self._by_claim[key] = Hold(uid, held, shares=tuple(shares))
         for d in held:
             self._devices[d] = key
 
@@ -92,6 +96,11 @@ class Holds:
         for k in old:
             self.release(k)
         return old
+
+    def shares(self) -> Iterator[tuple[DeviceID, tuple[tuple[str, Quantity], ...]]]:
+        """The shares decided but not yet seen back."""
+        for h in self._by_claim.values():
+            yield from h.shares
 
     def next_expiry(self) -> float | None:
         times = [h.written_at + self.ttl for h in self._by_claim.values() if h.written_at is not None]

@@ -415,3 +415,35 @@ def test_a_cordoned_node_is_passed_over_and_uncordoning_wakes_the_pod() -> None:
     s.controller.node_event("MODIFIED", node("node-0"))  # uncordoned
     run(s.step())
     assert s.device_of("cb") == "d0"
+
+
+def shared_slice(node: str, memory: str) -> dict[str, Any]:
+    out = slice_(node)
+    out["spec"]["devices"] = [{"name": "shared", "allowMultipleAllocations": True,
+                               "capacity": {"memory": {"value": memory}}}]
+    return out
+
+
+def memory_claim(name: str, memory: str) -> dict[str, Any]:
+    out = claim(name)
+    out["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": memory}}
+    return out
+
+
+def test_pods_share_a_device_before_the_watch_confirms_and_never_beyond_its_capacity() -> None:
+    s = Scenario([gpu_class(), shared_slice("node-0", "40Gi"),
+                  pod("a", "ca"), memory_claim("ca", "15Gi"), pod("b", "cb"), memory_claim("cb", "15Gi"),
+                  pod("c", "cc"), memory_claim("cc", "15Gi")])
+    run(s.step())  # no watch event in between: the held shares count against the 40Gi
+    results = {n: s.claim(n).get("status", {}).get("allocation", {}).get("devices", {}).get("results")
+               for n in ("ca", "cb", "cc")}
+    assert [r[0]["device"] for r in (results["ca"], results["cb"])] == ["shared", "shared"]
+    assert results["ca"][0]["consumedCapacity"] == {"memory": "15Gi"}
+    assert results["ca"][0]["shareID"] != results["cb"][0]["shareID"]
+    assert results["cc"] is None  # 45Gi would exceed 40Gi
+    assert s.warnings() == ["Unschedulable"]
+    s.echo("ca")
+    s.echo("cb")  # seen back: the tracker's shares replace the held ones
+    assert len(s.controller.holds) == 0
+    run(s.step())
+    assert s.device_of("cc") is None
