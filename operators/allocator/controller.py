@@ -369,8 +369,12 @@ class AllocatorController(KeyedPassLoop):
                     assert placement is not None
                     ckey = claim.meta.key
                     devices = [r.id for r in placement.outcome.allocations[i].results]
+                    allocation = placement.outcome.allocation_api(i)
+                    if any(r.binding_conditions for r in placement.outcome.allocations[i].results):
+                        # KEP-5007: the binding timeout counts from here, as kube-scheduler's
+                        allocation["allocationTimestamp"] = rfc3339(self.clock())
                     result = await write_claim(
-                        self.client, ckey, claim.meta.uid, ref, placement.outcome.allocation_api(i),
+                        self.client, ckey, claim.meta.uid, ref, allocation,
                         owner=work.uid if claim.name in work.generated else None,
                         still_free=lambda ckey=ckey, devices=devices: self._still_free(ckey, devices),  # type: ignore[misc]
                         resource_version=claim.meta.resource_version)

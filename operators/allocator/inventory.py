@@ -138,14 +138,9 @@ def _slice_targets(s: SliceCandidates, node: NodeInfo | None) -> bool:
 def _candidate(d: Device, placement: NodePlacement, per_device: bool,
                attributes: Mapping[str, Attribute], capacity: Mapping[str, str],
                taints: tuple[DeviceTaint, ...]) -> Candidate:
-    unsupported = d.unsupported
-    if d.binding_conditions or d.binding_failure_conditions:
-        # KEP-5007: allocated, such a device must not be used before its driver reports
-        # it ready; until draco waits for that, it leaves these devices alone.
-        unsupported += ("bindingConditions",)
     return Candidate(d.id, attributes, capacity, taints, placement, per_device,
                      d.allow_multiple_allocations, d.consumes_counters, d.binding_conditions,
-                     d.binding_failure_conditions, d.binds_to_node, unsupported,
+                     d.binding_failure_conditions, d.binds_to_node, d.unsupported,
                      d.capacity_policies)
 
 

@@ -36,14 +36,16 @@ def _contains(reqs: list[NodeSelectorRequirement], r: NodeSelectorRequirement) -
                for e in reqs)
 
 
-def node_selector_for(picks: Sequence[Pick]) -> NodeSelector | None:
+def node_selector_for(picks: Sequence[Pick], node: str | None = None) -> NodeSelector | None:
+    """NODE: the node the decision was made for (a `bindsToNode` device pins it)."""
     fields: list[NodeSelectorRequirement] = []
     exprs: list[NodeSelectorRequirement] = []
     for p in picks:
         placement = p.device.placement
-        if placement.node_name:
+        pinned = placement.node_name or (node if p.device.binds_to_node else None)
+        if pinned:
             return NodeSelector((NodeSelectorTerm(match_fields=(
-                NodeSelectorRequirement("metadata.name", "In", (placement.node_name,)),)),))
+                NodeSelectorRequirement("metadata.name", "In", (pinned,)),)),))
         sel = placement.node_selector
         if sel is None or not sel.terms:
             continue
@@ -74,7 +76,7 @@ def share_id(owner: str, index: int, p: Pick) -> str:
 
 
 def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
-                     used: Sequence[Wanted]) -> AllocationResult:
+                     used: Sequence[Wanted], node: str | None = None) -> AllocationResult:
     """`used`: the Wanted of each request, in request order (the chosen subrequest)."""
     owner = claim.meta.uid or f"{claim.namespace}/{claim.name}"
     results = tuple(
@@ -85,7 +87,9 @@ def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
             share_id=share_id(owner, i, p) if p.consumed is not None else None,
             consumed_capacity=MappingProxyType(
                 {short_name(n, p.device.id.driver): q for n, q in p.consumed.items()})
-            if p.consumed else MappingProxyType({}))
+            if p.consumed else MappingProxyType({}),
+            binding_conditions=p.device.binding_conditions,
+            binding_failure_conditions=p.device.binding_failure_conditions)
         for i, p in enumerate(picks))
     config: list[tuple[str, list[str], Any]] = []
     class_ranges: dict[str, tuple[int, int]] = {}
@@ -111,7 +115,7 @@ def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
         DeviceAllocationConfiguration(
             source=src, requests=() if len(reqs) == n_requests else tuple(reqs), opaque=opaque)
         for src, reqs, opaque in config)
-    return AllocationResult(results=results, config=out, node_selector=node_selector_for(picks))
+    return AllocationResult(results=results, config=out, node_selector=node_selector_for(picks, node))
 
 
 def config_to_api(a: AllocationResult) -> list[dict[str, Any]]:
@@ -141,6 +145,9 @@ def allocation_to_api(a: AllocationResult) -> dict[str, Any]:
             item["shareID"] = r.share_id
         if r.consumed_capacity:
             item["consumedCapacity"] = {n: str(q) for n, q in r.consumed_capacity.items()}
+        if r.binding_conditions:  # KEP-5007: the pod waits until the driver says ready
+            item["bindingConditions"] = list(r.binding_conditions)
+            item["bindingFailureConditions"] = list(r.binding_failure_conditions)
         results.append(item)
     config = config_to_api(a)
     devices: dict[str, Any] = {"results": results}

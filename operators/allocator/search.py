@@ -200,9 +200,11 @@ class Search:
         self.sharing: dict[DeviceID, int] = {}
         self.deadline = deadline
         self.steps = 0
-        self.pools: list[tuple[PoolCandidates, tuple[SliceCandidates, ...]]] = [
-            (p, t) for p in inventory if (t := p.targeting(node))
-        ]
+        # KEP-5007: pools with a device that has binding conditions come after all
+        # others (upstream orders whole pools so; the sort is stable, ids stay in order)
+        self.pools: list[tuple[PoolCandidates, tuple[SliceCandidates, ...]]] = sorted(
+            ((p, t) for p in inventory if (t := p.targeting(node))),
+            key=lambda pt: any(d.binding_conditions for sl in pt[1] for d in sl.devices))
         # Devices with fields draco does not model never become candidates (fail closed).
         self.usable: list[tuple[SliceCandidates, Candidate]] = [
             (sl, d) for p, t in self.pools if not p.unusable(t)

@@ -160,6 +160,9 @@ def _results(allocation: AllocationResult) -> list[dict[str, Any]]:
             item["shareID"] = r.share_id
         if r.consumed_capacity:
             item["consumedCapacity"] = {n: str(q) for n, q in r.consumed_capacity.items()}
+        if r.binding_conditions:  # KEP-5007
+            item["bindingConditions"] = list(r.binding_conditions)
+            item["bindingFailureConditions"] = list(r.binding_failure_conditions)
         out.append(item)
     return out
 

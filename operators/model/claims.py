@@ -147,6 +147,21 @@ class ConsumerRef:
 
 
 @dataclass(frozen=True, slots=True)
+class AllocatedDeviceStatus:
+    """An entry of status.devices (drivers report on allocated devices): only what
+    binding conditions (KEP-5007) need, the condition types with their status."""
+
+    driver: str
+    pool: str
+    device: str
+    share_id: str | None = None
+    conditions: tuple[tuple[str, str], ...] = ()  # (type, status)
+
+    def condition(self, type_: str) -> str | None:
+        return next((st for t, st in self.conditions if t == type_), None)
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceClaim(NamespacedObject):
     kind = "ResourceClaim"
 
@@ -156,6 +171,13 @@ class ResourceClaim(NamespacedObject):
     config: tuple[DeviceClaimConfiguration, ...] = ()
     allocation: AllocationResult | None = None
     reserved_for: tuple[ConsumerRef, ...] = ()
+    device_statuses: tuple[AllocatedDeviceStatus, ...] = ()
+
+    def device_status(self, driver: str, pool: str, device: str) -> AllocatedDeviceStatus | None:
+        """The first status entry for the device, whatever its share (as kube-scheduler
+        looks it up for binding conditions)."""
+        return next((d for d in self.device_statuses
+                     if (d.driver, d.pool, d.device) == (driver, pool, device)), None)
 
     @property
     def allocated(self) -> bool:
@@ -395,6 +417,7 @@ def parse_claim(
         except FieldError as e:
             raise e.at("allocation") from None
         reserved = f.objects(status, "reservedFor", _consumer)
+        device_statuses = f.objects(status, "devices", _device_status)
     except FieldError as e:
         raise e.at("status") from None
     return ResourceClaim(
@@ -404,4 +427,19 @@ def parse_claim(
         config=config,
         allocation=allocation,
         reserved_for=reserved,
+        device_statuses=device_statuses,
+    )
+
+
+def _device_status(d: Mapping[str, Any]) -> AllocatedDeviceStatus:
+    conditions = []
+    for c in f.lst(d, "conditions"):
+        if isinstance(c, Mapping) and isinstance(c.get("type"), str):
+            conditions.append((str(c["type"]), str(c.get("status") or "")))
+    return AllocatedDeviceStatus(
+        driver=f.string(d, "driver", required=True),
+        pool=f.string(d, "pool", required=True),
+        device=f.string(d, "device", required=True),
+        share_id=f.opt_string(d, "shareID"),
+        conditions=tuple(conditions),
     )

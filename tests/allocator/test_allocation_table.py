@@ -32,6 +32,9 @@ def _results(api: dict[str, Any]) -> list[str]:
             text += " share"
         for name, amount in (r.get("consumedCapacity") or {}).items():
             text += f" {name}={amount}"
+        if r.get("bindingConditions"):
+            text += f" binding={','.join(r['bindingConditions'])}"
+            text += f" failure={','.join(r['bindingFailureConditions'])}"
         out.append(text)
     return out
 

@@ -101,7 +101,10 @@ controllers with low-level event handlers only, so it patches nothing of its own
 {{- define "draco.rules.narrowing" -}}
 - apiGroups: [resource.k8s.io]
   resources: [resourceclaims]
-  verbs: [list, watch]
+  verbs: [list, watch, get]
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaims/status]
+  verbs: [update]  # a claim whose devices failed to bind is released (KEP-5007)
 - apiGroups: [""]
   resources: [pods]
   # patch (fast path) or get + update (on a conflict): affinity narrowed and gate removed
