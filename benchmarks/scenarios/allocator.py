@@ -6,7 +6,10 @@ devices of every earlier claim taken. Three workloads (targets from issue #11):
 - one request, one device: >= 200 claims/s;
 - `firstAvailable` of 3 whose first subrequest no device satisfies: >= 100 claims/s;
 - two requests bound by a `matchAttribute` constraint (NUMA node alternates per
-  device, so the first pair on a node fails the constraint): >= 50 claims/s.
+  device, so the first pair on a node fails the constraint): >= 50 claims/s;
+- one partition of 1,000 GPUs published as 8 partitions each (8,000 devices, 1,000
+  counter sets, issue #22): >= 500 claims/s;
+- capacity requests on 1,000 shared devices (rounded to 1Gi steps): >= 300 claims/s.
 
 draco: one device view (inventory + node index + CEL result cache) shared by all claims.
 Baseline: the uncached path: the inventory and node index rebuilt and the CEL caches
@@ -20,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from operators.allocator import DEFAULT_BUDGET_S, NodeInfo, inventory_from_tracker
+from operators.allocator import DEFAULT_BUDGET_S, NodeInfo, Shares, inventory_from_tracker
 from operators.allocator.nodes import NodeIndex, place
 from operators.cel import clear_caches
 from operators.cli.state import build_tracker
@@ -47,6 +50,54 @@ def cluster(nodes: int) -> list[dict[str, Any]]:
                          "numa": {"int": i % 2}},
                          "capacity": {"memory": {"value": "80Gi"}}} for i in range(PER_NODE)]}})
     return objs
+
+
+def partitioned(nodes: int) -> list[dict[str, Any]]:
+    """KEP-4815: per node 8 GPUs of 80Gi, each a counter set, published as 8 partitions
+    of 10Gi each (one slice of counter sets, one of 64 partitions)."""
+    objs = cluster(0)
+    for n in range(nodes):
+        name = f"node-{n:04d}"
+        pool = {"name": name, "generation": 1, "resourceSliceCount": 2}
+        objs.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-counters"},
+            "spec": {"driver": DRIVER, "nodeName": name, "pool": pool, "sharedCounters": [
+                {"name": f"gpu-{g}", "counters": {"memory": {"value": "80Gi"}}}
+                for g in range(PER_NODE)]}})
+        objs.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-partitions"},
+            "spec": {"driver": DRIVER, "nodeName": name, "pool": pool, "devices": [
+                {"name": f"gpu-{g}-part-{p}", "attributes": {"model": {"string": "A100"}},
+                 "consumesCounters": [{"counterSet": f"gpu-{g}",
+                                       "counters": {"memory": {"value": "10Gi"}}}]}
+                for g in range(PER_NODE) for p in range(PER_NODE)]}})
+    return objs
+
+
+def shared(nodes: int) -> list[dict[str, Any]]:
+    """KEP-5075: per node 8 GPUs of 80Gi that allow multiple allocations, 1Gi steps."""
+    objs = cluster(0)
+    for n in range(nodes):
+        name = f"node-{n:04d}"
+        objs.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-gpu"},
+            "spec": {"driver": DRIVER, "nodeName": name,
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}", "allowMultipleAllocations": True,
+                                  "attributes": {"model": {"string": "A100"}},
+                                  "capacity": {"memory": {"value": "80Gi", "requestPolicy": {
+                                      "default": "8Gi", "validRange": {
+                                          "min": "1Gi", "max": "80Gi", "step": "1Gi"}}}}}
+                                 for i in range(PER_NODE)]}})
+    return objs
+
+
+def capacity_request(i: int) -> ResourceClaim:
+    return _claim(i, {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu", "capacity": {"requests": {"memory": "9500Mi"}}}}]})
 
 
 def _sel(expr: str) -> list[dict[str, Any]]:
@@ -89,16 +140,22 @@ def allocate_all(tracker: Tracker, nodes: list[NodeInfo], claims: list[ResourceC
     """Place every claim in turn; returns how many were allocated."""
     classes: dict[str, DeviceClass] = {c.name: c for c in tracker.device_classes()}
     in_use: set[DeviceID] = set()
+    shares = Shares()
     index = NodeIndex(inventory_from_tracker(tracker), nodes)
     done = 0
     for claim in claims:
         if not cached:
             clear_caches()
             index = NodeIndex(inventory_from_tracker(tracker), nodes)
-        placed = place([claim], index, classes, in_use, DEFAULT_BUDGET_S, with_explain=False)
+        placed = place([claim], index, classes, in_use, DEFAULT_BUDGET_S, with_explain=False,
+                       shares=shares)
         if placed.allocated:
             done += 1
-            in_use.update(r.id for r in placed.outcome.allocations[0].results)
+            for r in placed.outcome.allocations[0].results:
+                if r.share_id:
+                    shares.add(r.id, r.consumed_capacity.items())
+                else:
+                    in_use.add(r.id)
     return done
 
 
@@ -110,15 +167,20 @@ def run(quick: bool) -> list[dict[str, Any]]:
     node_count = 250 if quick else 1250
     count = 200 if quick else 1000
     subset = 10 if quick else 20
-    tracker = build_tracker(cluster(node_count))
-    nodes = nodes_of(node_count)
-    workloads: list[tuple[str, Callable[[int], ResourceClaim], int, int]] = [
-        ("one request", single, 200, 1),
-        ("firstAvailable of 3, first unsatisfiable", first_available, 100, 1),
-        ("matchAttribute across two requests", match_attribute, 50, 2),
+    plain = build_tracker(cluster(node_count))
+    gpu_nodes = count // PER_NODE  # 1,000 GPUs (8,000 partitions) at full size, as issue #22 asks
+    parts, sharing = build_tracker(partitioned(gpu_nodes)), build_tracker(shared(gpu_nodes))
+    workloads: list[tuple[str, Callable[[int], ResourceClaim], int, int, Tracker, int]] = [
+        ("one request", single, 200, 1, plain, node_count),
+        ("firstAvailable of 3, first unsatisfiable", first_available, 100, 1, plain, node_count),
+        ("matchAttribute across two requests", match_attribute, 50, 2, plain, node_count),
+        ("one partition (8 of 10Gi per 80Gi GPU, counter sets)", single, 500, 1, parts, gpu_nodes),
+        ("9500Mi shares of 80Gi GPUs (1Gi steps)", capacity_request, 300, 1, sharing, gpu_nodes),
     ]
     rows = []
-    for label, make, target, per_claim in workloads:
+    for label, make, target, per_claim, tracker, n_nodes in workloads:
+        nodes = nodes_of(n_nodes)
+        devices = sum(len(v.devices) for v in inventory_from_tracker(tracker) for v in v.slices)
         claims = [make(i) for i in range(count)]
         clear_caches()
         started = time.perf_counter()
@@ -131,7 +193,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
         baseline_s = (time.perf_counter() - started) * count / subset
         rate = count / draco_s
         rows.append({
-            "scenario": f"allocate {count} claims, {label} ({node_count * PER_NODE} devices)",
+            "scenario": f"allocate {count} claims, {label} ({devices} devices)",
             "draco_s": draco_s, "baseline_s": baseline_s, "ratio": baseline_s / draco_s,
             "claims_per_s": rate, "rss_mb": rss_mb(),
             "note": f"{rate:.0f} claims/s (target >= {target}); {done * per_claim} devices "

@@ -89,27 +89,59 @@ def violates(amount: Quantity, p: CapacityPolicy | None) -> bool:
     return False
 
 
+Number = int | Fraction
+
+
+def num(value: Fraction) -> Number:
+    """An exact value as an int when it is one: capacities are whole bytes almost always,
+    and int arithmetic is many times faster than Fraction's."""
+    return value.numerator if value.denominator == 1 else value
+
+
 def consumption(requests: Mapping[str, Quantity], d: Candidate,
-                held: Mapping[str, Fraction], allocating: Mapping[str, Fraction],
+                held: Mapping[str, Number], allocating: Mapping[str, Number],
                 ) -> dict[str, Quantity] | None:
     """What D would give the request, by qualified capacity name; None when it cannot.
     `held`: what allocated claims' shares consume; `allocating`: this attempt's."""
-    asked = {qualify(n, d.id.driver): q for n, q in requests.items()}
+    asked = {qualify(n, d.id.driver): q for n, q in requests.items()} if requests else {}
     if any(n not in d.capacity for n in asked):
         return None
     out: dict[str, Quantity] = {}
     for name, text in d.capacity.items():
-        value = _q(text)
-        policy = d.capacity_policies.get(name)
-        amount = consumed_amount(asked.get(name), value, policy)
-        if amount.value < 0:
+        requested = asked.get(name)
+        amount, value, total, bad = _amount(requested, text, d.capacity_policies.get(name))
+        if value < 0:
             raise AllocationError(f"device {d.id}: capacity {name}: negative amount {amount}")
-        if violates(amount, policy):
+        if bad:
             return None
-        if held.get(name, 0) + allocating.get(name, 0) + amount.value > value.value:
+        if held.get(name, 0) + allocating.get(name, 0) + value > total:
             return None
         out[name] = amount
     return out
+
+
+_AMOUNTS: dict[tuple[int, str, int],
+               tuple[Quantity, Number, Number, bool, CapacityPolicy | None, Quantity | None]] = {}
+
+
+def _amount(requested: Quantity | None, text: str, policy: CapacityPolicy | None,
+            ) -> tuple[Quantity, Number, Number, bool]:
+    """(amount, its value, the capacity's value, whether the amount violates the policy), computed
+    once per (request, capacity, policy): a claim tried on devices published alike
+    rounds its amount once. The request and the policy are keyed by identity (hashing
+    their quantities cost more than the rounding); the entry keeps both, so their ids
+    cannot be reused while it lives. Bounded."""
+    k = (id(requested), text, id(policy))
+    found = _AMOUNTS.get(k)
+    if found is None or found[4] is not policy or found[5] is not requested:
+        value = _q(text)
+        amount = consumed_amount(requested, value, policy)
+        found = (amount, num(amount.value), num(value.value), violates(amount, policy), policy,
+                 requested)
+        if len(_AMOUNTS) >= 8192:
+            _AMOUNTS.clear()
+        _AMOUNTS[k] = found
+    return found[0], found[1], found[2], found[3]
 
 
 def short_name(name: str, driver: str) -> str:
@@ -123,13 +155,13 @@ def short_name(name: str, driver: str) -> str:
 class Shares:
     """Shares allocated claims hold: per device, what they consume in sum."""
 
-    held: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+    held: dict[DeviceID, dict[str, Number]] = field(default_factory=dict)
 
     def add(self, device: DeviceID, consumed: Iterable[tuple[str, Quantity]]) -> None:
         into = self.held.setdefault(device, {})
         for name, q in consumed:
             n = qualify(name, device.driver)
-            into[n] = into.get(n, Fraction(0)) + q.value
+            into[n] = into.get(n, 0) + num(q.value)
 
     def __contains__(self, device: object) -> bool:
         return device in self.held

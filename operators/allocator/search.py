@@ -19,9 +19,8 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
-from operators.allocator.capacity import NO_SHARES, Charged, Shares, consumption
+from operators.allocator.capacity import NO_SHARES, Charged, Number, Shares, consumption, num
 from operators.allocator.counters import Ledger
 from operators.allocator.inventory import (
     Candidate,
@@ -196,7 +195,7 @@ class Search:
         self.in_use = in_use
         self.shares = shares
         # KEP-5075: what this attempt gives of each shared device, and how many shares
-        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Number]] = {}
         self.sharing: dict[DeviceID, int] = {}
         self.deadline = deadline
         self.steps = 0
@@ -380,7 +379,7 @@ class Search:
             assert consumed is not None
             into = self.allocating_capacity.setdefault(d.id, {})
             for n, q in consumed.items():
-                into[n] = into.get(n, Fraction(0)) + q.value
+                into[n] = into.get(n, 0) + num(q.value)
             self.sharing[d.id] = self.sharing.get(d.id, 0) + 1
             pick = Pick(w, d, consumed)
         else:
@@ -397,7 +396,7 @@ class Search:
             self.sharing[d.id] -= 1
             into = self.allocating_capacity[d.id]
             for n, q in pick.consumed.items():
-                into[n] -= q.value
+                into[n] -= num(q.value)
         else:
             self.allocating[d.id].discard(w.claim_index)
         if self._charges_counters(d):
