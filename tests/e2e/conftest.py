@@ -50,20 +50,30 @@ def real_137(real_cluster_137: RealCluster, tmp_path: Path) -> Iterator[RealBack
         backend.cleanup()
 
 
-@pytest.fixture
-def private_137(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBackend]:
-    """A namespace of a 1.37 cluster of the test's own, for a test that reads or changes
-    cluster-wide state (classes without selectors, node labels and taints): the shared
-    clusters are only for tests that own what they read."""
-    cluster = RealCluster.start("1.37", tmp_path_factory.mktemp("private-1.37"), private=True)
+def _private(version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBackend]:
+    cluster = RealCluster.start(version, tmp_path_factory.mktemp(f"private-{version}"), private=True)
     try:
-        backend = RealBackend(cluster, tmp_path_factory.mktemp("private-1.37-backend"))
+        backend = RealBackend(cluster, tmp_path_factory.mktemp(f"private-{version}-backend"))
         try:
             yield backend
         finally:
             backend.cleanup()
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def private_137(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBackend]:
+    """A namespace of a 1.37 cluster of the test's own, for a test that reads or changes
+    cluster-wide state (classes without selectors, node labels and taints): the shared
+    clusters are only for tests that own what they read."""
+    yield from _private("1.37", tmp_path_factory)
+
+
+@pytest.fixture
+def private_136(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBackend]:
+    """The same on Kubernetes 1.36 (the DRA betas of 1.36 on by default)."""
+    yield from _private("1.36", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

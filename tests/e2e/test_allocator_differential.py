@@ -1,4 +1,4 @@
-"""Differential: draco's allocator against the real kube-scheduler 1.37.
+"""Differential: draco's allocator against the real kube-scheduler 1.37 and 1.36.
 
 Every case of the allocation table (tests/allocator/allocation_cases.yaml) that upstream
 can express becomes real objects on a 1.37 cluster — DeviceClasses, ResourceSlices on
@@ -344,6 +344,22 @@ class Draco:
         return dict(doc["claims"])
 
 
+def config_136(config: list[dict[str, Any]], requests: int) -> list[dict[str, Any]]:
+    """Allocation config as kube-scheduler 1.37 writes it, from 1.36's: 1.36 keeps the
+    `requests` of an entry that names every request of the claim (1.37 clears them:
+    "all") and repeats a claim config once per allocated request it names (1.37 writes
+    it once). The same configuration reaches the driver either way; draco writes 1.37's
+    form on every version, and on 1.36 the two are compared in that form."""
+    out: list[dict[str, Any]] = []
+    for entry in config:
+        entry = dict(entry)
+        if len(entry.get("requests") or []) == requests:
+            entry.pop("requests", None)
+        if not out or out[-1] != entry:
+            out.append(entry)
+    return out
+
+
 def compare(backend: RealBackend, t: Translated, answers: Answers, draco: Draco) -> list[str]:
     """What differs between kube-scheduler's and draco's answer for one case."""
     verdict = answers.verdicts[t.pod_name]
@@ -360,12 +376,18 @@ def compare(backend: RealBackend, t: Translated, answers: Answers, draco: Draco)
         mine_node = next(iter(ours.values()))["node"]
         if mine_node != verdict[1]:
             diffs.append(f"node: kube-scheduler {verdict[1]}, draco {mine_node}")
+    old_config = backend.cluster.version.startswith("v1.36")
     for name in t.claim_names:
         theirs = answers.allocations[name]
         mine = ours[f"{backend.ns}/{name}"]
+        their_config, my_config = theirs["devices"].get("config") or [], mine["config"]
+        if old_config:
+            requests = len(next(c for c in t.claims if c["metadata"]["name"] == name)
+                           ["spec"]["devices"]["requests"])
+            their_config, my_config = config_136(their_config, requests), config_136(my_config, requests)
         pairs = [("results", _results(theirs["devices"]["results"]), _results(mine["results"])),
                  ("nodeSelector", theirs.get("nodeSelector"), mine["nodeSelector"]),
-                 ("config", theirs["devices"].get("config") or [], mine["config"])]
+                 ("config", their_config, my_config)]
         diffs += [f"{name} {what}: kube-scheduler {a}, draco {b}" for what, a, b in pairs if a != b]
     return diffs
 
@@ -453,8 +475,17 @@ def run_rounds(backend: RealBackend, rounds: list[list[Translated]], done: list[
 
 
 def test_draco_allocates_as_kube_scheduler_137(private_137: RealBackend, tmp_path: Path) -> None:
-    backend = private_137
-    assert backend.cluster.version.startswith("v1.37"), backend.cluster.version
+    differential(private_137, tmp_path, "v1.37")
+
+
+def test_draco_allocates_as_kube_scheduler_136(private_136: RealBackend, tmp_path: Path) -> None:
+    """1.36: partitionable devices, consumable capacity and binding conditions beta and on
+    by default, as in 1.37 (DeviceTaintRule's API is off; the table needs none)."""
+    differential(private_136, tmp_path, "v1.36")
+
+
+def differential(backend: RealBackend, tmp_path: Path, version: str) -> None:
+    assert backend.cluster.version.startswith(version), backend.cluster.version
     # Node choice first, while both nodes are empty: kube-scheduler's other score plugins
     # then rate them alike and DynamicResources' KEP-4816 score decides.
     placing = [translate(i, c, backend.ns, placing=True) for i, c in enumerate(NODE_CASES)]
