@@ -40,6 +40,27 @@ def real_cluster_137(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealC
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def real_cluster_136(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """Kubernetes 1.36: device taints, partitionable devices, consumable capacity and
+    binding conditions beta and on; upstream's DeviceTaintRule API off by default."""
+    cluster = RealCluster.start("1.36", tmp_path_factory.mktemp("cluster-1.36"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def real_136(real_cluster_136: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
+    """A namespace of the real 1.36 cluster."""
+    backend = RealBackend(real_cluster_136, tmp_path)
+    try:
+        yield backend
+    finally:
+        backend.cleanup()
+
+
 @pytest.fixture
 def real_137(real_cluster_137: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
     """A namespace of the real 1.37 cluster."""

@@ -1,4 +1,4 @@
-"""Living beside upstream's own device taints, on the real 1.34 and 1.37 control planes.
+"""Living beside upstream's own device taints, on the real 1.34, 1.36 and 1.37 control planes.
 
 The oracle is the real API server's audit log: every DELETE (or Eviction) of a pod is
 one line there, with the user agent of whoever sent it. "Never twice" means exactly
@@ -169,6 +169,18 @@ def test_discovery_on_real_137(real_137: RealBackend, monkeypatch: pytest.Monkey
     assert real_137.get(f"{SLICES}/draco-device-taint-probe") is None
 
 
+@pytest.mark.real
+def test_discovery_on_real_136(real_136: RealBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1.36: the server keeps slice taints (DRADeviceTaints beta, on) and kcm evicts for
+    them; upstream's DeviceTaintRule API exists only in beta and alpha versions, off."""
+    monkeypatch.setenv("KUBECONFIG", str(real_136.kubeconfig))
+    caps = discovered()
+    assert (caps.keeps_device_taints, caps.detected_by, caps.rule_versions, caps.embedded,
+            caps.upstream_evicts) == (True, "probe", (), False, True)
+    assert caps.server_version.startswith("v1.36.")
+    assert real_136.get(f"{SLICES}/draco-device-taint-probe") is None
+
+
 def test_discovery_on_the_embedded_server(embedded: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBECONFIG", str(embedded.kubeconfig))
     caps = discovered()
@@ -229,6 +241,27 @@ def test_137_draco_and_upstream_rule_on_the_same_devices_evict_each_pod_once(
 
 
 @pytest.mark.real
+def test_136_auto_slice_taint_is_evicted_once_by_upstream_and_draco_rules_by_draco(
+        real_136: RealBackend, operator_136: Any) -> None:
+    """1.36 in `auto`: kcm evicts for the slice taint, draco for its own rule, each pod once."""
+    b = real_136
+    make_slice(b, ["d0", "d1", "d2"])
+    make_pod(b, "a", "d0")
+    make_pod(b, "b", "d1")
+    make_pod(b, "c", "d2")
+    op = operator_136(("eviction",), SETTINGS)
+    wait_ownership(op, UPSTREAM)
+    since = audit_offset(b)
+    b.merge_patch(f"{SLICES}/{b.node}-{b.ns}", {"spec": {"devices": [
+        {"name": "d0", "taints": [{"key": KEY, "effect": "NoExecute"}]}, {"name": "d1"}, {"name": "d2"}]}})
+    b.create(DRACO_RULES, rule_body("resource.draco.dev/v1alpha1", f"dr-{b.ns}",
+                                    {"driver": b.driver, "device": "d1", "pool": b.ns}))
+    removals = settle(b, since, ["a", "b"])
+    assert sorted((r["pod"], by_kcm(r["agent"])) for r in removals) == [("a", True), ("b", False)], removals
+    assert pod_exists(b, "c")
+
+
+@pytest.mark.real
 def test_134_auto_draco_evicts_itself_once(real: RealBackend, operator_134: Any) -> None:
     b = real
     make_slice(b, ["d0", "d1"], taints={"d1": [{"key": KEY, "effect": "NoExecute"}]})
@@ -267,6 +300,11 @@ def test_embedded_slice_taint_is_evicted_by_draco(embedded: Backend, operator_em
 @pytest.fixture
 def operator_137(real_137: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Any:
     yield from _operator(real_137.kubeconfig, monkeypatch)
+
+
+@pytest.fixture
+def operator_136(real_136: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Any:
+    yield from _operator(real_136.kubeconfig, monkeypatch)
 
 
 @pytest.fixture
