@@ -85,8 +85,8 @@ def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
             device=p.device.id.device, admin_access=p.wanted.admin_access,
             tolerations=p.wanted.spec.tolerations,
             share_id=share_id(owner, i, p) if p.consumed is not None else None,
-            consumed_capacity=MappingProxyType(
-                {short_name(n, p.device.id.driver): q for n, q in p.consumed.items()})
+            consumed_capacity=MappingProxyType(dict(sorted(  # sorted, as the API prints maps
+                (short_name(n, p.device.id.driver), q) for n, q in p.consumed.items())))
             if p.consumed else MappingProxyType({}),
             binding_conditions=p.device.binding_conditions,
             binding_failure_conditions=p.device.binding_failure_conditions)

@@ -289,9 +289,11 @@ def run_round(backend: RealBackend, cases: list[Translated]) -> Answers:
             t.created.append(body)  # draco reads the pod's tolerations from its input
         names = {t.pod_name for t in live}
         deadline = time.monotonic() + 60
+        ready: set[str] = set()
         while time.monotonic() < deadline and not names <= answers.verdicts.keys():
             time.sleep(0.1)
             answers.verdicts = verdicts(list(pod_events), names)
+            report_ready(backend, list(claim_events), ready)
         # A pod tried before the scheduler's informers saw all its objects may be retried
         # and scheduled a moment later: a binding anywhere in the stream wins.
         time.sleep(1.0)
@@ -306,6 +308,28 @@ def run_round(backend: RealBackend, cases: list[Translated]) -> Answers:
     return answers
 
 
+def report_ready(backend: RealBackend, events: list[dict[str, Any]], done: set[str]) -> None:
+    """Play the driver of devices with binding conditions (KEP-5007): once kube-scheduler
+    allocated such a claim, report every binding condition True in `status.devices`, so
+    that its PreBind (which polls every 5 s) lets the pod bind."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for event in events:
+        c = event["object"]
+        name = c["metadata"]["name"]
+        results = (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        waiting = [r for r in results if r.get("bindingConditions")]
+        if name in done or not waiting:
+            continue
+        done.add(name)
+        backend.merge_patch(f"{RESOURCE}/namespaces/{backend.ns}/resourceclaims/{name}/status", {
+            "status": {"devices": [
+                {"driver": r["driver"], "pool": r["pool"], "device": r["device"],
+                 **({"shareID": r["shareID"]} if r.get("shareID") else {}),
+                 "conditions": [{"type": t, "status": "True", "lastTransitionTime": now,
+                                 "reason": "Ready", "message": "ready"} for t in r["bindingConditions"]]}
+                for r in waiting]}})
+
+
 def _results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The fields both sides must agree on; a share ID only by being there (upstream
     draws a random one)."""
@@ -313,6 +337,8 @@ def _results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             | ({"adminAccess": True} if r.get("adminAccess") else {})
             | ({"shared": True} if r.get("shareID") else {})
             | ({"consumedCapacity": r["consumedCapacity"]} if r.get("consumedCapacity") else {})
+            | ({"binding": r["bindingConditions"], "failure": r.get("bindingFailureConditions")}
+               if r.get("bindingConditions") else {})
             for r in results]
 
 
