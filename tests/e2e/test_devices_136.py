@@ -4,6 +4,8 @@ narrowing controllers write what kube-apiserver accepts and kube-scheduler binds
 - binding conditions (KEP-5007): the claim is allocated with the device's conditions and
   an allocationTimestamp, the pod stays gated (a BindingConditionsPending Event) until
   the driver reports the condition True, then it is ungated and kube-scheduler binds it;
+  a failure condition releases the claim (a BindingFailed Warning) and draco allocates
+  it again;
 - shared devices (KEP-5075): two pods share one device, each with its shareID and
   consumedCapacity, and both are bound;
 - partitions (KEP-4815): the whole GPU goes to the first pod, its halves are not given
@@ -103,6 +105,29 @@ def test_binding_conditions_hold_the_gate_until_the_driver_reports_them(
              "message": "attached"}]}]}})
     wait_for(lambda: bound(b, "a"), 60, what="kube-scheduler to bind the ungated pod")
     assert not pod(b, "a")["spec"].get("schedulingGates")
+
+
+def test_a_binding_failure_releases_the_claim_and_the_pod_is_allocated_again(
+        real_136: RealBackend, operator_136: Any) -> None:
+    b = real_136
+    setup(b, [{"devices": [{"name": "fabric-0", "bindingConditions": ["attached"],
+                            "bindingFailureConditions": ["attach-failed"]}]}])
+    gated(b, "a")
+    operator_136(("allocator", "narrowing"), SETTINGS)
+    wait_for(lambda: results(b, "a"), 30, what="the claim allocated")
+    first = claim(b, "a")["metadata"]["resourceVersion"]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    b.merge_patch(f"{RESOURCE}/namespaces/{b.ns}/resourceclaims/a/status", {"status": {"devices": [
+        {"driver": b.driver, "pool": b.ns, "device": "fabric-0", "conditions": [
+            {"type": "attach-failed", "status": "True", "lastTransitionTime": now, "reason": "NoPort",
+             "message": "no free port"}]}]}})
+    wait_for(lambda: "BindingFailed" in events(b, "a"), 30, what="the BindingFailed Warning")
+    # released (allocation and device status cleared), then allocated afresh by draco
+    again = wait_for(lambda: (c := claim(b, "a")) and (c.get("status") or {}).get("allocation")
+                     and not (c.get("status") or {}).get("devices") and c, 30,
+                     what="the claim allocated again without the failed status")
+    assert again["metadata"]["resourceVersion"] != first
+    assert [g["name"] for g in pod(b, "a")["spec"]["schedulingGates"]] == [GATE]
 
 
 def test_two_pods_share_one_device_and_both_are_bound(real_136: RealBackend, operator_136: Any) -> None:
