@@ -138,10 +138,37 @@ def _terms(aff: Any) -> list[Any] | None:
     return list((req or {}).get("nodeSelectorTerms") or [])
 
 
+# Fields of the pod spec whose Go type is a map: there, as for slices, an empty value
+# equals an absent one (apimachinery's semantic equality); an empty object elsewhere is a
+# non-nil pointer to an empty struct and differs from none (`affinity: {}`).
+MAP_FIELDS = frozenset({"nodeSelector", "overhead", "limits", "requests", "labels", "annotations"})
+
+
+def semantic(value: Any, key: str = "") -> Any:
+    """VALUE as apimachinery's semantic equality sees it: null, empty slices and empty
+    maps dropped (they equal absent ones), empty structs kept."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            v = semantic(v, k)
+            if v is None or v == [] or (v == {} and k in MAP_FIELDS):
+                continue
+            out[k] = v
+        return out
+    if isinstance(value, list):
+        return [semantic(v) for v in value]
+    return value
+
+
 def _only_additions(new: Any, old: Any) -> bool:
-    for key in ("matchExpressions", "matchFields"):
-        o, n = (old or {}).get(key) or [], (new or {}).get(key) or []
-        if len(o) > len(n) or any(a != b for a, b in zip(o, n, strict=False)):
+    """Upstream's validateNodeSelectorTermHasOnlyAdditions: an empty term stays empty;
+    otherwise each list keeps its old entries as a prefix."""
+    o_exprs, o_fields = (old or {}).get("matchExpressions") or [], (old or {}).get("matchFields") or []
+    n_exprs, n_fields = (new or {}).get("matchExpressions") or [], (new or {}).get("matchFields") or []
+    if not o_exprs and not o_fields and (n_exprs or n_fields):
+        return False
+    for o, n in ((o_exprs, n_exprs), (o_fields, n_fields)):
+        if len(o) > len(n) or any(semantic(a) != semantic(b) for a, b in zip(o, n, strict=False)):
             return False
     return True
 
@@ -211,29 +238,43 @@ def validate_pod_update(old: dict[str, Any], new: dict[str, Any]) -> list[Cause]
     _restore(munged, old_spec, "schedulingGates")
     # KEP-3838: node selector and node affinity narrow while the stored pod is gated.
     if old_gates:
-        out += node_selector_mutation(new_spec.get("nodeSelector"), old_spec.get("nodeSelector"))
-        _restore(munged, old_spec, "nodeSelector")
-        new_aff = (new_spec.get("affinity") or {}).get("nodeAffinity")
-        old_aff = (old_spec.get("affinity") or {}).get("nodeAffinity")
-        out += node_affinity_mutation(new_aff, old_aff)
-        aff = dict(munged.get("affinity") or {})
-        if old_aff is None:
-            aff.pop("nodeAffinity", None)
-        else:
-            aff["nodeAffinity"] = old_aff
-        if aff:
-            munged["affinity"] = aff
-        else:
-            munged.pop("affinity", None)
-        if "affinity" in old_spec and not old_spec["affinity"] and "affinity" not in munged:
-            munged["affinity"] = old_spec["affinity"]
+        if semantic(munged.get("nodeSelector") or {}) != semantic(old_spec.get("nodeSelector") or {}):
+            out += node_selector_mutation(new_spec.get("nodeSelector"), old_spec.get("nodeSelector"))
+            _restore(munged, old_spec, "nodeSelector")
+        _munge_node_affinity(munged, old_spec, out)
     if old_spec.get("terminationGracePeriodSeconds", 0) is not None and \
             (old_spec.get("terminationGracePeriodSeconds") or 0) < 0 and \
             new_spec.get("terminationGracePeriodSeconds") == 1:
         munged["terminationGracePeriodSeconds"] = old_spec["terminationGracePeriodSeconds"]
-    if munged != old_spec and not [c for c in out if c["field"] == "spec"]:
+    if semantic(munged) != semantic(old_spec) and not [c for c in out if c["field"] == "spec"]:
         out.append(forbidden("spec", IMMUTABLE_MESSAGE))
     return out
+
+
+def _munge_node_affinity(munged: dict[str, Any], old_spec: dict[str, Any], out: list[Cause]) -> None:
+    """Upstream's handling of a gated pod's node affinity: when it changed, check that it
+    only narrowed, then put the old one back so that only other changes remain. A nil
+    affinity and an empty one (`affinity: {}`) differ; adding or dropping the empty one
+    alone is therefore a change of the spec, as upstream says."""
+    old_aff = old_spec.get("affinity")
+    old_na = old_aff.get("nodeAffinity") if isinstance(old_aff, dict) else None
+    new_aff = munged.get("affinity")
+    new_na = new_aff.get("nodeAffinity") if isinstance(new_aff, dict) else None
+    if semantic(old_na) == semantic(new_na):
+        return
+    out += node_affinity_mutation(new_na, old_na)
+    if new_aff is None and old_na is not None:
+        munged["affinity"] = {"nodeAffinity": old_na}
+    elif new_aff is not None and old_aff is None and not new_aff.get("podAffinity") \
+            and not new_aff.get("podAntiAffinity"):
+        munged.pop("affinity", None)
+    elif new_aff is not None:
+        aff = dict(new_aff)
+        if old_na is None:
+            aff.pop("nodeAffinity", None)
+        else:
+            aff["nodeAffinity"] = old_na
+        munged["affinity"] = aff
 
 
 def _restore(munged: dict[str, Any], old_spec: dict[str, Any], key: str) -> None:
