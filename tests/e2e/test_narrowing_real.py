@@ -9,6 +9,7 @@ controller does). KEP-3838's validation there is the oracle.
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from operators.narrowing import DRACO_GATE, Narrowed, narrow
 from tests.e2e.backends import RealBackend
 
 pytestmark = pytest.mark.real
+SERIAL = itertools.count()
 
 VALUES = {"topology.kubernetes.io/zone": ["z1", "z2"], "example.com/rack": ["r1", "r2"],
           "example.com/gpus": ["1", "2", "8"]}
@@ -71,24 +73,25 @@ def test_the_real_server_accepts_every_narrowing_update(
         spec["affinity"] = {"nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": required}}
     path = f"/api/v1/namespaces/{real.ns}/pods"
+    name = f"gated-{next(SERIAL)}"  # never the name of a pod still being deleted
     real.create(path, {"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": "gated"}, "spec": spec})
+                       "metadata": {"name": name}, "spec": spec})
     try:
         # kube-scheduler writes the pod's SchedulingGated condition at any moment, so the
         # update is a read-modify-write retried on 409, as draco's controller does it.
         for _ in range(10):
-            stored = real.get(f"{path}/gated")
+            stored = real.get(f"{path}/{name}")
             assert stored is not None
             result = narrow(stored, allocations, node, node_labels)
             if not isinstance(result, Narrowed):
                 return  # nothing would be sent
             update = result.apply(copy.deepcopy(stored))
-            code, body = real.request("PUT", f"{path}/gated", update)
+            code, body = real.request("PUT", f"{path}/{name}", update)
             if code != 409:
                 break
         assert code == 200, f"kube-apiserver refused draco's narrowing update: {body}"
         gates = [g["name"] for g in body["spec"].get("schedulingGates", [])]
         assert gates == (["example.com/quota"] if other_gate else [])
     finally:
-        real.request("DELETE", f"{path}/gated?gracePeriodSeconds=0")
+        real.request("DELETE", f"{path}/{name}?gracePeriodSeconds=0")
 
