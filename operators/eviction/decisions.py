@@ -199,7 +199,14 @@ def _without_annotation(claim: ResourceClaim) -> ObjectMeta:
 
 
 def is_user(pod: Pod, claim: ResourceClaim) -> bool:
-    """The pod references the claim and the claim is reserved for this pod instance."""
+    """The pod references the claim as upstream's controller accepts it, and the claim is
+    reserved for this pod instance. A claim the pod finds through its status (generated
+    from a template, or its extended-resource claim) counts only when it is controlled by
+    the pod (ownerReference with `controller: true` and the pod's UID): a claim of the
+    same name that another pod or a user made is not the pod's."""
+    if not any(name == claim.name and (not must_own or claim.meta.controller_uid == pod.meta.uid)
+               for name, must_own in pod.claim_refs()):
+        return False
     return any(r.is_pod and r.name == pod.name and r.uid == pod.meta.uid for r in claim.reserved_for)
 
 

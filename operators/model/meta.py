@@ -32,6 +32,7 @@ class ObjectMeta:
     deletion_timestamp: datetime | None = None
     labels: Mapping[str, str] = field(default_factory=lambda: f.EMPTY_MAP)
     annotations: Mapping[str, str] = field(default_factory=lambda: f.EMPTY_MAP)
+    controller_uid: str = ""  # the UID of the ownerReference marked controller, if any
 
     @property
     def key(self) -> NamespacedName:
@@ -71,6 +72,18 @@ def peek_identity(d: Mapping[str, Any]) -> tuple[str, str]:
     return (ns if isinstance(ns, str) else ""), (name if isinstance(name, str) else "")
 
 
+def _controller_uid(md: Mapping[str, Any]) -> str:
+    """metav1.GetControllerOf: the first ownerReference with `controller: true`. Entries
+    draco cannot read are skipped (they control nothing it can check)."""
+    refs = md.get("ownerReferences")
+    if not isinstance(refs, list):
+        return ""
+    for r in refs:
+        if isinstance(r, Mapping) and r.get("controller") is True and isinstance(r.get("uid"), str):
+            return str(r["uid"])
+    return ""
+
+
 def parse_meta(d: Mapping[str, Any], *, namespaced: bool) -> ObjectMeta:
     try:
         md = f.obj(d, "metadata", required=True)
@@ -86,6 +99,7 @@ def parse_meta(d: Mapping[str, Any], *, namespaced: bool) -> ObjectMeta:
             deletion_timestamp=f.opt_time(md, "deletionTimestamp"),
             labels=f.string_map(md, "labels"),
             annotations=f.string_map(md, "annotations"),
+            controller_uid=_controller_uid(md),
         )
     except FieldError as e:
         if e.segments and e.segments[-1] == "metadata":

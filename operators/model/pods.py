@@ -103,6 +103,20 @@ class Pod(NamespacedObject):
             out[self.extended_resource_claim_status.resource_claim_name] = None
         return tuple(out)
 
+    def claim_refs(self) -> tuple[tuple[str, bool], ...]:
+        """(claim name, must the claim be controlled by this pod) per reference, as
+        upstream's resourceclaim.PodClaims yields them: a claim generated from a template
+        (found in `status.resourceClaimStatuses`) and the extended-resource claim must
+        be the pod's own; a claim named in the spec need not."""
+        out: list[tuple[str, bool]] = []
+        for pc in self.resource_claims:
+            n = self.claim_name(pc)
+            if n:
+                out.append((n, not pc.resource_claim_name))
+        if self.extended_resource_claim_status is not None:
+            out.append((self.extended_resource_claim_status.resource_claim_name, True))
+        return tuple(out)
+
     def claim_keys(self) -> tuple[NamespacedName, ...]:
         ns = self.meta.namespace
         return tuple(NamespacedName(ns, n) for n in self.claim_names())

@@ -19,6 +19,8 @@ DRIVER = "gpu.example.com"
 
 def expand(case: dict[str, Any]) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = []
+    owners = {claim: p["name"] for p in case.get("pods", [])
+              for claim in [*p.get("templateClaims", {}).values(), *([p["extended"]] if p.get("extended") else [])]}
     for s in case.get("slices", []):
         objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": s["name"]},
                      "spec": {"driver": DRIVER, "nodeName": "n1",
@@ -33,6 +35,10 @@ def expand(case: dict[str, Any]) -> list[dict[str, Any]]:
                        if "shareID" in r else {})}
                    for r in c["results"]]
         meta: dict[str, Any] = {"name": c["name"], "namespace": "ns", "uid": f"uid-{c['name']}"}
+        owner = c.get("owner", owners.get(c["name"]))
+        if owner:  # generated for a pod: controlled by it, as the resource-claim controller makes it
+            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": owner,
+                                        "uid": f"uid-{owner}", "controller": True}]
         if "annotation" in c:
             meta["annotations"] = {"resource.draco.dev/tolerations": c["annotation"]}
         objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta,
