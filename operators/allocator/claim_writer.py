@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from operators.kube.client import KubeClient, Response
+from operators.kube.conflicts import read_modify_write
 from operators.model import NamespacedName
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -177,3 +178,31 @@ async def write_claim(
 
 
 __all__ = ["ATTEMPTS", "FINALIZER", "WriteResult", "claim_path", "pod_reference", "write_claim"]
+
+
+def released(claim: dict[str, Any], pod_uid: str) -> Mapping[str, Any] | None:
+    """KEP-5007, as kube-scheduler releases a claim whose devices failed to bind: the
+    pod's reservation removed and, when it was the last consumer, the allocation, the
+    reservations and the device status cleared; None when there is nothing to do."""
+    status = claim.get("status") or {}
+    if not status.get("allocation"):
+        return None
+    reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, Mapping)]
+    others = [r for r in reserved if r.get("uid") != pod_uid]
+    if len(others) == len(reserved):
+        return None  # not reserved for the pod: someone else's business
+    if others:
+        claim["status"] = {**status, "reservedFor": others}
+    else:
+        claim["status"] = {k: v for k, v in status.items()
+                           if k not in ("allocation", "reservedFor", "devices")}
+    return claim
+
+
+async def release_claim(client: KubeClient, key: NamespacedName, pod_uid: str) -> int:
+    """Release KEY for the pod (`released`), one status update guarded by the version
+    read; the status of the last answer (200: done or nothing to do; 404: gone)."""
+    path = claim_path(key)
+    resp = await read_modify_write(client, path, lambda c: released(c, pod_uid),
+                                   write_path=f"{path}/status")
+    return resp.status

@@ -57,7 +57,7 @@ from prometheus_client import Counter
 
 from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker, shares_from_tracker
 from operators.allocator.capacity import Shares
-from operators.allocator.claim_writer import WriteResult, pod_reference, write_claim
+from operators.allocator.claim_writer import WriteResult, pod_reference, release_claim, write_claim
 from operators.allocator.holds import DEFAULT_TTL, Holds, InUse
 from operators.allocator.inventory import inventory_from_tracker
 from operators.allocator.nodes import (
@@ -73,6 +73,7 @@ from operators.allocator.pod_claims import (
     Blocked,
     Done,
     NotOurs,
+    Release,
     Waiting,
     Work,
     pod_work,
@@ -83,6 +84,7 @@ from operators.kube.pod_reports import PodReporter, Reported
 from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, NamespacedName
+from operators.model.binding import BINDING_TIMEOUT_S
 from operators.model.nodes import NodeInfo, parse_node
 from operators.tracker import Change, Tracker
 
@@ -109,6 +111,7 @@ class AllocatorSettings:
     report_interval: float = 60.0
     hold_ttl: float = DEFAULT_TTL
     gate: str = GATE
+    binding_timeout: float = BINDING_TIMEOUT_S  # KEP-5007: kube-scheduler's default bindingTimeout
 
 
 class AllocatorController(KeyedPassLoop):
@@ -130,6 +133,7 @@ class AllocatorController(KeyedPassLoop):
         self.again: set[NamespacedName] = set()
         self.unsatisfied: dict[NamespacedName, str] = {}  # waiting for the device view to change
         self.retry_at: dict[NamespacedName, float] = {}
+        self.binding_at: dict[NamespacedName, float] = {}  # monotonic: a binding times out
         self.stale: set[NamespacedName] = set()  # the last write found its claim changed
         self.reported: dict[NamespacedName, Reported] = {}
         self.nodes: dict[str, NodeInfo] = {}  # labels, taints, cordon
@@ -231,9 +235,10 @@ class AllocatorController(KeyedPassLoop):
         keys |= self.pending
         self.pending = set()
         keys |= {k for k, when in self.retry_at.items() if when <= now}
+        keys |= {k for k, when in self.binding_at.items() if when <= now}
         for key in sorted(keys, key=self._queue_order):
             self._consider(key, now)
-        soonest = list(self.retry_at.values())
+        soonest = list(self.retry_at.values()) + list(self.binding_at.values())
         expiry = self.holds.next_expiry()
         if expiry is not None:
             soonest.append(expiry)
@@ -250,15 +255,22 @@ class AllocatorController(KeyedPassLoop):
 
     def _consider(self, key: NamespacedName, now: float) -> None:
         with guarded(self.name, "decide", kind="Pod", namespace=key.namespace, name=key.name):
-            work = pod_work(self.tracker, key, self.settings.gate)
+            work = pod_work(self.tracker, key, self.settings.gate, self.clock(),
+                            self.settings.binding_timeout)
             if isinstance(work, NotOurs):
                 self._forget(key)
                 return
             if self._deferred(key, now):
                 return
+            self.binding_at.pop(key, None)
             if isinstance(work, Waiting):
                 return  # woken by the claim or pod update that ends the wait
+            if isinstance(work, Release):
+                self._spawn(key, self._release(key, work))
+                return
             if isinstance(work, Done):
+                if work.deadline is not None:  # looked at again when the binding times out
+                    self.binding_at[key] = now + max((work.deadline - self.clock()).total_seconds(), 0)
                 self.unsatisfied.pop(key, None)
                 if self.reported.pop(key, None) is not None:
                     self._background(self.reports.condition(key, work.uid, "True", "Allocated",
@@ -351,10 +363,29 @@ class AllocatorController(KeyedPassLoop):
         return not any(a.claim != claim and not a.admin_access and not a.share_id
                        for d in devices for a in self.tracker.allocations(d))
 
+    async def _release(self, key: NamespacedName, work: Release) -> None:
+        """KEP-5007: the pod's claims whose devices failed to bind are released
+        (`claim_writer.release_claim`), so that the pod is allocated afresh; the pod's
+        Warning says which device and why."""
+        with guarded(self.name, "release", kind="Pod", namespace=key.namespace, name=key.name) as g:
+            for claim, why in work.claims:
+                log.warning("binding failed; releasing the claim", kind="ResourceClaim",
+                            namespace=claim.namespace, name=claim.name, pod=key.name, reason=why)
+                status = await release_claim(self.client, claim.meta.key, work.uid)
+                if status not in (200, 404):
+                    raise RuntimeError(f"releasing claim {claim.name} answered {status}")
+            OUTCOMES.labels(outcome="BindingFailed").inc()
+            message = "; ".join(f"claim {c.name}: {why}" for c, why in work.claims)
+            await self.reports.event(key, work.uid, "BindingFailed",
+                                     f"{message}; released, to be allocated again", "Warning")
+        if g.failed:
+            self._retry(key)
+
     def _forget(self, key: NamespacedName) -> None:
         self.stale.discard(key)
         self.unsatisfied.pop(key, None)
         self.retry_at.pop(key, None)
+        self.binding_at.pop(key, None)
         self.reported.pop(key, None)
 
     # -- the writes

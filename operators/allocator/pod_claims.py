@@ -13,15 +13,19 @@ Each existing claim is one of:
   (its allocation also constrains the node the other claims may use);
 - not allocated: allocated together with the pod's other unallocated claims.
 A claim being deleted, or allocated with `reservedFor` already full (256 entries,
-upstream's limit), makes the pod unschedulable, as upstream reports it.
+upstream's limit), makes the pod unschedulable, as upstream reports it. A claim reserved
+for the pod whose devices failed to bind (KEP-5007: a failure condition, or the binding
+timeout) is to be released (`Release`) and allocated again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from operators.model import NamespacedName, Pod, ResourceClaim
+from operators.model.binding import BINDING_TIMEOUT_S, binding
 from operators.tracker import Tracker
 
 GATE = "resource.draco.dev/allocation"
@@ -41,9 +45,21 @@ class Waiting:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """Every claim allocated and reserved for the pod: the narrowing controller's turn."""
+    """Every claim allocated and reserved for the pod: the narrowing controller's turn.
+    `deadline`: when a device still waiting for its binding conditions times out."""
 
     uid: str
+    deadline: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """KEP-5007: claims reserved for the pod whose devices failed to bind (a failure
+    condition, or the binding timeout): to be released, as kube-scheduler releases
+    them, and allocated again."""
+
+    uid: str
+    claims: tuple[tuple[ResourceClaim, str], ...]  # (claim, why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +78,12 @@ class Work:
     generated: frozenset[str]  # names of the claims generated from templates
 
 
-PodWork = NotOurs | Waiting | Done | Blocked | Work
+PodWork = NotOurs | Waiting | Done | Release | Blocked | Work
 
 
-def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE) -> PodWork:
+def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE, now: datetime | None = None,
+             binding_timeout: float = BINDING_TIMEOUT_S) -> PodWork:
+    """NOW (the wall clock; None: bindings never time out) judges binding conditions."""
     pod = tracker.pod(key)
     if pod is None:
         return NotOurs("gone")
@@ -82,6 +100,8 @@ def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE) -> PodWork
     allocated: list[ResourceClaim] = []
     generated: set[str] = set()
     seen: set[str] = set()
+    failed: list[tuple[ResourceClaim, str]] = []
+    deadline: datetime | None = None
     for pc in pod.resource_claims:
         name = pod.claim_name(pc)
         if name is None:
@@ -102,13 +122,20 @@ def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE) -> PodWork
             continue
         allocated.append(claim)
         if claim.reserved_for_pod(uid):
+            state = binding(claim, now, binding_timeout)
+            if state.failed:
+                failed.append((claim, state.failed))
+            elif state.deadline is not None and (deadline is None or state.deadline < deadline):
+                deadline = state.deadline
             continue
         if len(claim.reserved_for) >= RESERVED_FOR_MAX:
             return Blocked(uid, f"claim {name} is already reserved for {RESERVED_FOR_MAX} "
                                 "consumers, the most the API allows")
         reserve.append(claim)
+    if failed:
+        return Release(uid, tuple(failed))
     if not pending and not reserve:
-        return Done(uid)
+        return Done(uid, deadline)
     return Work(uid, pod, tuple(pending), tuple(reserve), tuple(allocated), frozenset(generated))
 
 
@@ -138,5 +165,5 @@ def node_fits(pod: Pod, name: str, labels: Mapping[str, str] | None,
     return node_misfit(pod, name, labels, allocated) is None
 
 
-__all__ = ["GATE", "RESERVED_FOR_MAX", "Blocked", "Done", "NotOurs", "PodWork", "Waiting", "Work",
+__all__ = ["GATE", "RESERVED_FOR_MAX", "Blocked", "Done", "NotOurs", "PodWork", "Release", "Waiting", "Work",
            "node_fits", "node_misfit", "pod_work"]

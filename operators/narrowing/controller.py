@@ -15,9 +15,8 @@ nodes, a refusal to report, the chosen node's labels), a PUT of the pod read jus
 draco's gate, was bound, deleted or replaced (another UID) in between is left alone.
 
 Binding conditions (KEP-5007): a pod whose devices wait for them stays gated (a
-`BindingConditionsPending` Event says which device and condition, once); a binding
-failure condition or the binding timeout releases its claims (`binding`) with a
-`BindingFailed` Warning, and the allocator decides the pod again.
+`BindingConditionsPending` Event says which device and condition, once); a failed
+binding is the allocator's to release.
 
 When the pod cannot be narrowed (`CannotNarrow`), or its claims are not ready
 `timeout` seconds after the pod was created, a Warning Event and the pod condition
@@ -56,17 +55,9 @@ from operators.kube.supervision import guarded
 from operators.model import NamespacedName, Pod
 from operators.model.fields import thaw
 from operators.model.nodes import NodeInfo, parse_node
-from operators.narrowing.binding import release_claim
 from operators.narrowing.narrow import DRACO_GATE, CannotNarrow, Narrowed, NarrowingResult, narrow
 from operators.narrowing.nodes import refusal
-from operators.narrowing.readiness import (
-    BINDING_TIMEOUT_S,
-    BindingFailed,
-    NotOurs,
-    Ready,
-    Waiting,
-    readiness,
-)
+from operators.narrowing.readiness import NotOurs, Ready, Waiting, readiness
 from operators.tracker import Change, Tracker
 
 log = structlog.get_logger("draco.narrowing")
@@ -92,7 +83,6 @@ class NarrowingSettings:
     timeout: float = 300.0  # seconds after pod creation before unready claims are reported
     retry_after: float = 5.0
     gate: str = DRACO_GATE
-    binding_timeout: float = BINDING_TIMEOUT_S  # KEP-5007, kube-scheduler's default
 
 
 class NarrowingController(KeyedPassLoop):
@@ -112,7 +102,6 @@ class NarrowingController(KeyedPassLoop):
         self.deadlines: dict[NamespacedName, tuple[str, datetime]] = {}
         self.retry_at: dict[NamespacedName, datetime] = {}
         self.reported: dict[NamespacedName, Reported] = {}
-        self.binding_at: dict[NamespacedName, datetime] = {}  # binding timeouts to look at
         self.binding_told: dict[NamespacedName, str] = {}  # pod UID told it waits for binding
         self.node_labels: dict[str, Mapping[str, str] | None] = {}
         self.nodes: dict[str, NodeInfo] = {}
@@ -189,11 +178,9 @@ class NarrowingController(KeyedPassLoop):
         self.pending = set()
         keys |= {k for k, (_, when) in self.deadlines.items() if when <= now}
         keys |= {k for k, when in self.retry_at.items() if when <= now}
-        keys |= {k for k, when in self.binding_at.items() if when <= now}
         for key in sorted(keys):
             self._consider(key, now)
-        soonest = ([when for _, when in self.deadlines.values()] + list(self.retry_at.values())
-                   + list(self.binding_at.values()))
+        soonest = [when for _, when in self.deadlines.values()] + list(self.retry_at.values())
         if not soonest:
             return IDLE
         return min(IDLE, max((min(soonest) - now).total_seconds(), 0.05))
@@ -201,19 +188,13 @@ class NarrowingController(KeyedPassLoop):
     def _consider(self, key: NamespacedName, now: datetime) -> None:
         self.considered += 1
         with guarded(self.name, "decide", kind="Pod", namespace=key.namespace, name=key.name):
-            state = readiness(self.tracker, key, self.settings.gate, now, self.settings.binding_timeout)
+            state = readiness(self.tracker, key, self.settings.gate)
             if isinstance(state, NotOurs):
                 self._forget(key)
                 return
             if self._deferred(key, now):
                 return
-            self.binding_at.pop(key, None)
-            if isinstance(state, BindingFailed):
-                self._spawn(key, self._release(key, state))
-                return
             if isinstance(state, Waiting):
-                if state.binding_deadline is not None:
-                    self.binding_at[key] = state.binding_deadline  # looked at again then
                 if state.binding and self.binding_told.get(key) != state.uid:
                     self.binding_told[key] = state.uid  # once per pod, as kube-scheduler's Event
                     self._background(self.reports.event(
@@ -229,26 +210,8 @@ class NarrowingController(KeyedPassLoop):
         self.deadlines.pop(key, None)
         self.retry_at.pop(key, None)
         self.reported.pop(key, None)
-        self.binding_at.pop(key, None)
         self.binding_told.pop(key, None)
 
-    async def _release(self, key: NamespacedName, failed: BindingFailed) -> None:
-        """KEP-5007: the devices did not bind; release the claims (`binding.release_claim`)
-        so that the allocator decides the pod again, and say why on the pod."""
-        with guarded(self.name, "release", kind="Pod", namespace=key.namespace, name=key.name) as g:
-            log.warning("binding failed; releasing the claims", kind="Pod", namespace=key.namespace,
-                        name=key.name, message=failed.message)
-            for claim, _ in failed.claims:
-                status = await release_claim(self.client, NamespacedName(key.namespace, claim), failed.uid)
-                if status not in (200, 404):
-                    raise RuntimeError(f"releasing claim {claim} answered {status}")
-            OUTCOMES.labels(outcome="BindingFailed").inc()
-            self.binding_told.pop(key, None)
-            await self.reports.event(key, failed.uid, "BindingFailed",
-                                     f"{failed.message}; the claims were released and are "
-                                     "allocated again", "Warning")
-        if g.failed:
-            self._retry(key)
 
     def _waiting(self, key: NamespacedName, state: Waiting, now: datetime) -> None:
         known = self.deadlines.get(key)

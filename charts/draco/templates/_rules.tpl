@@ -74,7 +74,7 @@ controllers with low-level event handlers only, so it patches nothing of its own
   verbs: [list, watch, get, update, patch]  # update/patch: the delete-protection finalizer
 - apiGroups: [resource.k8s.io]
   resources: [resourceclaims/status]
-  verbs: [update, patch]  # allocation and reservedFor, as kube-scheduler's PreBind writes them
+  verbs: [update, patch]  # allocation and reservedFor as kube-scheduler writes them; a failed binding released
 - apiGroups: [resource.k8s.io]
   resources: [devicetaintrules]
   verbs: [list, watch]  # upstream's own rule, where served
@@ -101,10 +101,7 @@ controllers with low-level event handlers only, so it patches nothing of its own
 {{- define "draco.rules.narrowing" -}}
 - apiGroups: [resource.k8s.io]
   resources: [resourceclaims]
-  verbs: [list, watch, get]
-- apiGroups: [resource.k8s.io]
-  resources: [resourceclaims/status]
-  verbs: [update]  # a claim whose devices failed to bind is released (KEP-5007)
+  verbs: [list, watch]
 - apiGroups: [""]
   resources: [pods]
   # patch (fast path) or get + update (on a conflict): affinity narrowed and gate removed
