@@ -174,7 +174,7 @@ def _named_set(items: list[Any], limit: int, path: str, key: str = "name") -> li
     seen: set[Any] = set()
     for i, item in enumerate(items):
         value = item.get(key) if isinstance(item, dict) else item
-        if value in seen:
+        if value in seen:  # 1.34 names the key field (1.37 the entry: a path convention)
             out.append(duplicate(f"{path}[{i}].{key}" if isinstance(item, dict) else f"{path}[{i}]", value))
         seen.add(value)
     if limit >= 0 and len(items) > limit:
@@ -254,6 +254,8 @@ def _opaque(config: dict[str, Any], path: str) -> list[Cause]:
     out = driver_name(opaque.get("driver"), f"{path}.opaque.driver")
     if opaque.get("parameters") is None:
         out.append(required(f"{path}.opaque.parameters"))
+    elif not isinstance(opaque["parameters"], dict):
+        out.append(invalid(f"{path}.opaque.parameters", "<value omitted>", "must be a valid JSON object"))
     return out
 
 
@@ -308,6 +310,7 @@ def _device(d: dict[str, Any], p: str, per_device: bool) -> list[Cause]:
     if len(attrs) + len(caps) > MAX_ATTRIBUTES_AND_CAPACITY:
         out.append(invalid(p, len(attrs) + len(caps), "the total number of attributes and capacities "
                                                       f"must not exceed {MAX_ATTRIBUTES_AND_CAPACITY}"))
+    # a bad key at its key path, as 1.34 reports it (1.37 reports it at the map)
     for name, v in attrs.items():
         out += qualified_name(name, _key_path(f"{p}.attributes", name))
         out += _attribute(v, _key_path(f"{p}.attributes", name))
