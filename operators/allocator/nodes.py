@@ -275,6 +275,10 @@ def candidate_nodes(nodes: Iterable[NodeInfo], pods: Sequence[PodFit],
     return allowed, refused
 
 
+# kube-scheduler's minFeasibleNodesToFind: clusters up to this size are filtered whole.
+FILTER_ALL_NODES = 100
+
+
 def place(
     claims: Sequence[ResourceClaim],
     index: NodeIndex,
@@ -309,6 +313,12 @@ def place(
             return Placement(AllocationOutcome("unsatisfiable", reason=no_node_fits(
                 NodeFunnel(1, refused=ruled_out), None)))
     plan = [wanted_for_claim(ci, c, classes) for ci, c in enumerate(claims)]
+    # kube-scheduler filters every node of a cluster of up to 100 and fails the pod with
+    # an error if any node's filter errs; only `All` requests err node by node (a pool
+    # incomplete there, a constraint a listed device breaks), so for them no node is
+    # left unsearched.
+    every_node = len(index.nodes) <= FILTER_ALL_NODES and any(
+        w.all_mode for per_claim in plan for alts in per_claim for w in alts)
     candidates: list[NodeInfo | None]
     if only is not None:
         candidates = [only]
@@ -326,6 +336,7 @@ def place(
     tried = 0
     unreached = too_few = searched = 0  # how the nodes fell away, for when none fits
     examined = 0
+    searched_nodes: set[str] = set()
     for node in candidates:
         if all_ranks is None and only is None:
             break
@@ -345,6 +356,8 @@ def place(
                 f"({tried} candidate nodes tried)"), tried=tried)
         tried += 1
         searched += 1 if node is not None else 0
+        if node is not None:
+            searched_nodes.add(node.name)
         out = allocate(claims, node, pools, classes, in_use, remaining, shares=shares,
                        with_explain=with_explain and only is not None)
         if out.status in ("error", "too-complex"):
@@ -360,6 +373,17 @@ def place(
         best = max(best, raw[key])
         if best >= ceiling:
             break
+    if every_node and only is None:
+        for node in index.nodes:
+            if node.name in searched_nodes:
+                continue
+            pools, _ = index.view(node)
+            if not pools:
+                continue
+            out = allocate(claims, node, pools, classes, in_use, max(deadline - time.monotonic(), 0.001),
+                           shares=shares, with_explain=False)
+            if out.status == "error":
+                return Placement(out, node.name, tried)
     if not outcomes:
         funnel = NodeFunnel(len(index.nodes) + len(refused), all_ranks is None, unreached, too_few,
                             searched, tuple(refused))
