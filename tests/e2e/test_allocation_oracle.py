@@ -1,10 +1,11 @@
 """Generated allocation worlds through `draco allocate` and through kube-scheduler 1.37.
 
 Each world is a case in the allocation table's compact form (tests/allocator/build.py):
-one to three pools on node-1, node-2 or every node, devices with attributes (numa, model),
-some tainted; a claim (sometimes two) with requests of ExactCount 1–3 or All, selectors,
-`firstAvailable` lists, tolerations, matchAttribute/distinctAttribute constraints; devices
-already allocated to other claims. The differential machinery of
+one to three pools on node-1, node-2, every node or the nodes of a zone (node selector),
+devices with attributes (numa, model), some tainted; a claim (sometimes two) with
+requests of ExactCount 1–3 or All, selectors, `firstAvailable` lists, tolerations, admin
+access, matchAttribute/distinctAttribute constraints; devices already allocated to other
+claims. The differential machinery of
 tests/e2e/test_allocator_differential.py creates them on the test's own 1.37 cluster, lets
 kube-scheduler allocate for a pod pinned to node-1, and compares verdict and devices
 (upstream's first fit is deterministic: pools by driver and name, devices in order) with
@@ -54,16 +55,21 @@ def world(rng: random.Random) -> dict[str, Any]:
                 dev["taints"] = [{"key": "broken", "effect": rng.choice(["NoSchedule", "NoExecute", "None"])}]
             devices.append(dev)
             all_devices.append(f"driver-a/{pool}/{name}")
-        where = rng.choice(["node-1", "node-1", "node-2", "all"])
+        where = rng.choice(["node-1", "node-1", "node-2", "all", "selector"])
         sl: dict[str, Any] = {"pool": pool, "devices": devices}
         if where == "all":
             sl["allNodes"] = True
+        elif where == "selector":  # node-1 is in zone a
+            sl["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "example.com/zone", "operator": "In", "values": [rng.choice(["a", "b"])]}]}]}
         else:
             sl["node"] = where
         slices.append(sl)
 
-    def spec(name: str) -> dict[str, Any]:
+    def spec(name: str, sub: bool = False) -> dict[str, Any]:
         r: dict[str, Any] = {"name": name}
+        if not sub and rng.random() < 0.1:
+            r["adminAccess"] = True  # the namespace carries the admin-access label
         mode = rng.random()
         if mode < 0.15:
             r["mode"] = "All"
@@ -81,7 +87,7 @@ def world(rng: random.Random) -> dict[str, Any]:
         for i in range(rng.randint(1, 2)):
             if rng.random() < 0.25:
                 requests.append({"name": f"r{i}", "firstAvailable": [
-                    {**spec(f"s{j}"), "name": f"s{j}"} for j in range(rng.randint(2, 3))]})
+                    {**spec(f"s{j}", sub=True), "name": f"s{j}"} for j in range(rng.randint(2, 3))]})
             else:
                 requests.append(spec(f"r{i}"))
         claim: dict[str, Any] = {"name": f"claim-{c}", "requests": requests}
@@ -89,7 +95,8 @@ def world(rng: random.Random) -> dict[str, Any]:
             claim["constraints"] = [{rng.choice(["matchAttribute", "distinctAttribute"]): "driver-a/numa"}]
         claims.append(claim)
     in_use = rng.sample(all_devices, k=min(len(all_devices), rng.choice([0, 0, 1, 2])))
-    out: dict[str, Any] = {"name": "world", "slices": slices, "claims": claims}
+    out: dict[str, Any] = {"name": "world", "slices": slices, "claims": claims,
+                           "node": {"name": "node-1", "labels": {"example.com/zone": "a"}}}
     if in_use:
         out["inUse"] = in_use
     return out
