@@ -21,54 +21,50 @@ from tests.e2e.backends import HACK_CLUSTER, Backend, EmbeddedBackend, RealBacke
 from tests.operator_threads import operator_threads
 
 
-@pytest.fixture(scope="session")
-def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
-    cluster = RealCluster.start("1.34", tmp_path_factory.mktemp("cluster-1.34"))
+def _cluster(version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    cluster = RealCluster.start(version, tmp_path_factory.mktemp(f"cluster-{version}"))
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+def _namespace(cluster: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
+    backend = RealBackend(cluster, tmp_path)
+    try:
+        yield backend
+    finally:
+        backend.cleanup()
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    yield from _cluster("1.34", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def real_cluster_137(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     """Kubernetes 1.37, where device taints, DeviceTaintRule and prioritized lists are GA."""
-    cluster = RealCluster.start("1.37", tmp_path_factory.mktemp("cluster-1.37"))
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from _cluster("1.37", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def real_cluster_136(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     """Kubernetes 1.36: device taints, partitionable devices, consumable capacity and
     binding conditions beta and on; upstream's DeviceTaintRule API off by default."""
-    cluster = RealCluster.start("1.36", tmp_path_factory.mktemp("cluster-1.36"))
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from _cluster("1.36", tmp_path_factory)
 
 
 @pytest.fixture
 def real_136(real_cluster_136: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
     """A namespace of the real 1.36 cluster."""
-    backend = RealBackend(real_cluster_136, tmp_path)
-    try:
-        yield backend
-    finally:
-        backend.cleanup()
+    yield from _namespace(real_cluster_136, tmp_path)
 
 
 @pytest.fixture
 def real_137(real_cluster_137: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
     """A namespace of the real 1.37 cluster."""
-    backend = RealBackend(real_cluster_137, tmp_path)
-    try:
-        yield backend
-    finally:
-        backend.cleanup()
+    yield from _namespace(real_cluster_137, tmp_path)
 
 
 def _private(version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBackend]:
@@ -121,11 +117,7 @@ def embedded_137(tmp_path: Path, kubectl_137: str) -> Iterator[Backend]:
 @pytest.fixture
 def real(real_cluster: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
     """A namespace of the real cluster alone (for tests whose oracle is the real server)."""
-    backend = RealBackend(real_cluster, tmp_path)
-    try:
-        yield backend
-    finally:
-        backend.cleanup()
+    yield from _namespace(real_cluster, tmp_path)
 
 
 @pytest.fixture(params=["embedded", pytest.param("real", marks=pytest.mark.real)])
