@@ -34,21 +34,24 @@ DRIVER = "gpu.example.com"
 PER_NODE = 8
 
 
+def node_slice(node: str, name: str, body: dict[str, Any], count: int = 1) -> dict[str, Any]:
+    """A ResourceSlice of NODE's pool (named after the node); BODY: its devices or
+    sharedCounters."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": DRIVER, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": count}, **body}}
+
+
 def cluster(nodes: int) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = [{
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}]
     for n in range(nodes):
         name = f"node-{n:04d}"
-        objs.append({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"{name}-gpu"},
-            "spec": {"driver": DRIVER, "nodeName": name,
-                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": f"gpu-{i}", "attributes": {
-                         "model": {"string": "A100"}, "index": {"int": i},
-                         "numa": {"int": i % 2}},
-                         "capacity": {"memory": {"value": "80Gi"}}} for i in range(PER_NODE)]}})
+        objs.append(node_slice(name, f"{name}-gpu", {"devices": [
+            {"name": f"gpu-{i}", "attributes": {
+                "model": {"string": "A100"}, "index": {"int": i}, "numa": {"int": i % 2}},
+             "capacity": {"memory": {"value": "80Gi"}}} for i in range(PER_NODE)]}))
     return objs
 
 
@@ -58,21 +61,13 @@ def partitioned(nodes: int) -> list[dict[str, Any]]:
     objs = cluster(0)
     for n in range(nodes):
         name = f"node-{n:04d}"
-        pool = {"name": name, "generation": 1, "resourceSliceCount": 2}
-        objs.append({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"{name}-counters"},
-            "spec": {"driver": DRIVER, "nodeName": name, "pool": pool, "sharedCounters": [
-                {"name": f"gpu-{g}", "counters": {"memory": {"value": "80Gi"}}}
-                for g in range(PER_NODE)]}})
-        objs.append({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"{name}-partitions"},
-            "spec": {"driver": DRIVER, "nodeName": name, "pool": pool, "devices": [
-                {"name": f"gpu-{g}-part-{p}", "attributes": {"model": {"string": "A100"}},
-                 "consumesCounters": [{"counterSet": f"gpu-{g}",
-                                       "counters": {"memory": {"value": "10Gi"}}}]}
-                for g in range(PER_NODE) for p in range(PER_NODE)]}})
+        objs.append(node_slice(name, f"{name}-counters", {"sharedCounters": [
+            {"name": f"gpu-{g}", "counters": {"memory": {"value": "80Gi"}}} for g in range(PER_NODE)]},
+            count=2))
+        objs.append(node_slice(name, f"{name}-partitions", {"devices": [
+            {"name": f"gpu-{g}-part-{p}", "attributes": {"model": {"string": "A100"}},
+             "consumesCounters": [{"counterSet": f"gpu-{g}", "counters": {"memory": {"value": "10Gi"}}}]}
+            for g in range(PER_NODE) for p in range(PER_NODE)]}, count=2))
     return objs
 
 
@@ -81,17 +76,11 @@ def shared(nodes: int) -> list[dict[str, Any]]:
     objs = cluster(0)
     for n in range(nodes):
         name = f"node-{n:04d}"
-        objs.append({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"{name}-gpu"},
-            "spec": {"driver": DRIVER, "nodeName": name,
-                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": f"gpu-{i}", "allowMultipleAllocations": True,
-                                  "attributes": {"model": {"string": "A100"}},
-                                  "capacity": {"memory": {"value": "80Gi", "requestPolicy": {
-                                      "default": "8Gi", "validRange": {
-                                          "min": "1Gi", "max": "80Gi", "step": "1Gi"}}}}}
-                                 for i in range(PER_NODE)]}})
+        objs.append(node_slice(name, f"{name}-gpu", {"devices": [
+            {"name": f"gpu-{i}", "allowMultipleAllocations": True, "attributes": {"model": {"string": "A100"}},
+             "capacity": {"memory": {"value": "80Gi", "requestPolicy": {
+                 "default": "8Gi", "validRange": {"min": "1Gi", "max": "80Gi", "step": "1Gi"}}}}}
+            for i in range(PER_NODE)]}))
     return objs
 
 

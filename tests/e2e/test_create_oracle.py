@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.e2e.backends import Backend, EmbeddedBackend, RealBackend
+from tests.e2e.backends import Backend, RealBackend
 
 pytestmark = pytest.mark.real
 
@@ -149,16 +148,7 @@ def verdict(backend: Backend, obj: dict[str, Any]) -> tuple[int, str]:
     return code, str(body.get("reason") or "")
 
 
-@pytest.fixture
-def embedded_oracle(tmp_path: Path) -> Iterator[Backend]:
-    b = EmbeddedBackend(tmp_path)
-    try:
-        yield b
-    finally:
-        b.cleanup()
-
-
-def test_generated_objects_get_the_real_servers_verdict(real_137: RealBackend, embedded_oracle: Backend) -> None:
+def test_generated_objects_get_the_real_servers_verdict(real_137: RealBackend, embedded: Backend) -> None:
     real = real_137
     counts: Counter[str] = Counter()
     disagreements: list[str] = []
@@ -169,7 +159,7 @@ def test_generated_objects_get_the_real_servers_verdict(real_137: RealBackend, e
     @given(obj=st.one_of(resource_slice(), resource_claim(), device_class()))
     def check(obj: dict[str, Any]) -> None:
         theirs = verdict(real, obj)
-        ours = verdict(embedded_oracle, obj)
+        ours = verdict(embedded, obj)
         counts[f"{obj['kind']} {theirs[0]}"] += 1
         if theirs != ours:
             disagreements.append(f"{obj}: kube-apiserver {theirs}, embedded {ours}")

@@ -80,6 +80,15 @@ def bound(b: RealBackend, name: str) -> bool:
     return bool(pod(b, name)["spec"].get("nodeName"))
 
 
+def report(b: RealBackend, claim_name: str, device: str, condition: str) -> None:
+    """Play the driver: report CONDITION True for DEVICE in the claim's status.devices."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    b.merge_patch(f"{RESOURCE}/namespaces/{b.ns}/resourceclaims/{claim_name}/status", {"status": {
+        "devices": [{"driver": b.driver, "pool": b.ns, "device": device, "conditions": [
+            {"type": condition, "status": "True", "lastTransitionTime": now, "reason": "Reported",
+             "message": condition}]}]}})
+
+
 def events(b: RealBackend, name: str) -> list[str]:
     return [e["reason"] for e in b.events() if e["involvedObject"].get("name") == name]
 
@@ -98,11 +107,7 @@ def test_binding_conditions_hold_the_gate_until_the_driver_reports_them(
     wait_for(lambda: "BindingConditionsPending" in events(b, "a"), 30, what="the pending Event")
     time.sleep(2)
     assert [g["name"] for g in pod(b, "a")["spec"]["schedulingGates"]] == [GATE]  # still held
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    b.merge_patch(f"{RESOURCE}/namespaces/{b.ns}/resourceclaims/a/status", {"status": {"devices": [
-        {"driver": b.driver, "pool": b.ns, "device": "fabric-0", "conditions": [
-            {"type": "attached", "status": "True", "lastTransitionTime": now, "reason": "Attached",
-             "message": "attached"}]}]}})
+    report(b, "a", "fabric-0", "attached")
     wait_for(lambda: bound(b, "a"), 60, what="kube-scheduler to bind the ungated pod")
     assert not pod(b, "a")["spec"].get("schedulingGates")
 
@@ -116,11 +121,7 @@ def test_a_binding_failure_releases_the_claim_and_the_pod_is_allocated_again(
     operator_136(("allocator", "narrowing"), SETTINGS)
     wait_for(lambda: results(b, "a"), 30, what="the claim allocated")
     first = claim(b, "a")["metadata"]["resourceVersion"]
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    b.merge_patch(f"{RESOURCE}/namespaces/{b.ns}/resourceclaims/a/status", {"status": {"devices": [
-        {"driver": b.driver, "pool": b.ns, "device": "fabric-0", "conditions": [
-            {"type": "attach-failed", "status": "True", "lastTransitionTime": now, "reason": "NoPort",
-             "message": "no free port"}]}]}})
+    report(b, "a", "fabric-0", "attach-failed")
     wait_for(lambda: "BindingFailed" in events(b, "a"), 30, what="the BindingFailed Warning")
     # released (allocation and device status cleared), then allocated afresh by draco
     again = wait_for(lambda: (c := claim(b, "a")) and (c.get("status") or {}).get("allocation")

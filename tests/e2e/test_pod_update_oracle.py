@@ -18,15 +18,13 @@ from __future__ import annotations
 import copy
 import os
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.e2e.backends import Backend, EmbeddedBackend, RealBackend
+from tests.e2e.backends import Backend, RealBackend
 
 pytestmark = pytest.mark.real
 
@@ -155,19 +153,10 @@ def put(backend: Backend, name: str, old: dict[str, Any], new: dict[str, Any]) -
         backend.request("DELETE", f"{path}/{name}?gracePeriodSeconds=0")
 
 
-@pytest.fixture
-def embedded_oracle(tmp_path: Path) -> Iterator[Backend]:
-    b = EmbeddedBackend(tmp_path)
-    try:
-        yield b
-    finally:
-        b.cleanup()
-
-
 COUNTS: Counter[str] = Counter()
 
 
-def test_generated_pod_updates_get_the_real_servers_verdict(real: RealBackend, embedded_oracle: Backend) -> None:
+def test_generated_pod_updates_get_the_real_servers_verdict(real: RealBackend, embedded: Backend) -> None:
     disagreements: list[str] = []
 
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
@@ -178,7 +167,7 @@ def test_generated_pod_updates_get_the_real_servers_verdict(real: RealBackend, e
         old = data.draw(spec())
         new = data.draw(update(old))
         theirs = put(real, "p", old, new)
-        ours = put(embedded_oracle, "p", old, new)
+        ours = put(embedded, "p", old, new)
         COUNTS["examples"] += 1
         COUNTS["updates" if theirs[0][0] == 201 else "creates refused"] += 1
         COUNTS[f"update {theirs[1][0]}"] += 1
