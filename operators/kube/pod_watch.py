@@ -41,7 +41,6 @@ class _Probe(msgspec.Struct):
     status: _Status = msgspec.field(default_factory=_Status)
 
 
-_probe = msgspec.json.Decoder(_Probe)
 _EMPTY = (b"", b"null", b"[]", b"{}")
 
 
@@ -58,16 +57,22 @@ def needed(probe: _Probe) -> bool:
 
 
 POD_KIND = Kind(KIND, PODS, held=lambda t: t.pods(), holds=lambda t, k: t.pod(k) is not None,
-                probe=_probe, needed=needed)
+                probe=_Probe, needed=needed)
 
 
 class PodFeed(ListWatch):
-    """Keeps the tracker's pods equal to the cluster's pods that draco needs."""
+    """Keeps the tracker's pods equal to the cluster's pods that draco needs.
+
+    Its pauses in a burst are longer than the claim and slice feeds' (0.1 s against
+    0.02 s): most pod events are plain pods, whose cost is all per read (0.16-0.18 ms of
+    CPU per plain-pod event with 20 ms pauses, 0.06-0.10 ms with 0.1 s, on a real 1.34
+    cluster), while a claim event is always draco's business. An event after a quiet
+    spell, e.g. a lone gated pod's creation, is read at once either way."""
 
     def __init__(self, tracker: Tracker, gate: Gate | None = None, *,
                  credentials: Callable[[], Credentials] = Credentials.load,
                  page_size: int = prefetch.PAGE_SIZE, watch_seconds: int = 300,
-                 delay: Callable[[int], float] = retry_delay, gather: float = 0.02) -> None:
+                 delay: Callable[[int], float] = retry_delay, gather: float = 0.1) -> None:
         super().__init__(POD_KIND, tracker, gate, credentials=credentials, page_size=page_size,
                          watch_seconds=watch_seconds, delay=delay, gather=gather)
 

@@ -20,7 +20,7 @@ from operators.apiserver.testing import EmbeddedCluster
 from operators.kube.client import Credentials
 from operators.kube.feed import SyncGate
 from operators.kube.list_watch import lines
-from operators.kube.pod_watch import Expired, PodFeed, _probe, needed
+from operators.kube.pod_watch import POD_KIND, Expired, PodFeed, needed
 from operators.model import NamespacedName
 from operators.tracker import Tracker
 
@@ -50,7 +50,7 @@ GATED = {"schedulingGates": [{"name": "resource.draco.dev/allocation"}]}
     ({"metadata": {"name": "bare"}}, False),
 ])
 def test_which_pods_draco_keeps(body: dict[str, Any], wanted: bool) -> None:
-    assert needed(_probe.decode(json.dumps(body).encode())) is wanted
+    assert needed(POD_KIND.probes.decode(json.dumps(body).encode())) is wanted
 
 
 class Server:
@@ -328,3 +328,38 @@ async def test_a_burst_of_watch_events_is_read_in_a_few_reads() -> None:
             await asyncio.gather(task, return_exceptions=True)
     assert feed.resource_version == "101" and feed.stats.events == 100
     assert feed.stats.reads < 50  # one read per event without the pause
+    assert feed.stats.lists == 1 and feed.stats.bad == 0  # read through, never restarted
+
+
+async def test_an_event_after_a_quiet_spell_is_read_at_once() -> None:
+    """The pause is for bursts only: a lone event (a gated pod's creation in a quiet
+    cluster) is read when it comes, and so is the next one, however long the pause."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if not request.query.get("watch"):
+            return web.json_response({"kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []})
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for i in range(3):
+            await asyncio.sleep(0.3)
+            body = pod(f"p-{i}", **CLAIMS)
+            body["metadata"]["resourceVersion"] = str(i + 2)
+            await resp.write(json.dumps({"type": "ADDED", "object": body}).encode() + b"\n")
+        await asyncio.sleep(30)
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", pods)
+    async with TestServer(app) as srv:
+        creds = Credentials(str(srv.make_url("")).rstrip("/"), {}, False)
+        tracker = Tracker()
+        feed = PodFeed(tracker, credentials=lambda: creds, delay=lambda attempt: 0.05, gather=60)
+        task = asyncio.create_task(feed.run())
+        try:
+            await until(lambda: len(held(tracker)) == 3, "every event")  # 30 s; a pause is 60
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert feed.stats.reads == 3 and feed.stats.gathers == 0 and feed.stats.lists == 1
