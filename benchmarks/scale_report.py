@@ -185,17 +185,21 @@ def _gated_side(name: str, side: dict[str, Any] | None) -> str:
 
 
 def _gated(gated: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    up, dr = gated.get("upstream"), gated.get("draco")
+    up, dr, fl = gated.get("upstream"), gated.get("draco"), gated.get("floor")
     ok_up = up if up and "rate" in up else None
     ok_dr = dr if dr and "rate" in dr else None
+    ok_fl = fl if fl and "rate" in fl else None
     ratio = _ratio(ok_dr and ok_dr["rate"], ok_up and ok_up["rate"])
-    pods = (ok_dr or ok_up or {}).get("pods", 0)
+    to_floor = _ratio(ok_dr and ok_dr["rate"], ok_fl and ok_fl["rate"])
+    pods = (ok_dr or ok_up or ok_fl or {}).get("pods", 0)
     lines = [
         f"gated flow: {pods:,} DRA pods with PRE-CREATED claims (kube-controller-manager's "
         "claim-from-template rate is not measured), all created at once; pods/s until every pod is bound",
         _gated_side("draco (every controller) + kube-scheduler 1.34, gated pods", dr),
         _gated_side("kube-scheduler 1.37 alone, no gate, draco off", up),
         f"  ratio draco / kube-scheduler: {_x(ratio)} (targets: >= 50 pods/s, >= 2x)",
+        _gated_side("floor: bare client, same requests, no decisions + kube-scheduler 1.34", fl),
+        f"  ratio draco / floor: {_x(to_floor)} (the control plane's own speed for this flow here)",
     ]
     load = " / ".join(s["load"] for s in (ok_dr, ok_up) if s)
     rows = [{"scenario": f"cluster_scale: gated flow, {pods} pods, pre-created claims",
@@ -205,6 +209,11 @@ def _gated(gated: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
              "note": (f"draco 1.34 {ok_dr['rate'] if ok_dr else float('nan'):.1f} pods/s vs "
                       f"kube-scheduler 1.37 {ok_up['rate'] if ok_up else float('nan'):.1f} pods/s; "
                       f"ratio = draco's rate / upstream's (target >= 2, and >= 50 pods/s); load {load}")}]
+    if ok_fl:
+        rows.append({"scenario": f"cluster_scale: gated flow, {pods} pods, bare client (floor)",
+                     "draco_s": ok_dr and ok_dr["seconds"], "baseline_s": ok_fl["seconds"],
+                     "ratio": to_floor, "floor_pods_per_s": ok_fl["rate"], "load": ok_fl["load"],
+                     "note": "the control plane's own speed for the same requests on this machine"})
     return lines, rows
 
 

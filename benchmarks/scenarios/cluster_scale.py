@@ -21,8 +21,11 @@ with `DRACO_BENCH_PARTS` (comma-separated, run in that order; default all):
 - gated: 1,000 DRA pods with PRE-CREATED claims (so kube-controller-manager's
   claim-from-template rate is out of the picture), created at once; pods per second
   until every pod is bound: draco's gated flow (`draco run`, every controller) on 1.34
-  against kube-scheduler 1.37 alone, same pods without the gate, on a 1.37 cluster
-  (`DRACO_BENCH_SIDES=draco` or `upstream` runs one side).
+  against kube-scheduler 1.37 alone, same pods without the gate, on a 1.37 cluster; and
+  the floor on 1.34: a bare client sending, per pod and 32 pods at once, the requests
+  draco's controllers send (pod created gated, claim allocated and reserved, pod ungated
+  and narrowed) with no watch and no decision, kube-scheduler binding
+  (`DRACO_BENCH_SIDES=draco,upstream,floor` chooses).
 
 Why the choices: draco runs from the repository (`DRACO_BENCH_DRACO_ROOT=DIR` runs
 another checkout's, e.g. `git archive HEAD` unpacked, for a before/after in one sitting);
@@ -51,6 +54,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -372,10 +376,34 @@ async def part_dra(workdir: Path, s: Sizes) -> dict[str, Any]:
     return out
 
 
-async def gated_side(workdir: Path, s: Sizes, k8s: str) -> dict[str, Any]:
-    """One side of the gated flow: draco on 1.34 (gated pods), or kube-scheduler on 1.37."""
-    with_draco = k8s == "1.34"
-    cluster = up(k8s, workdir / f"gated-{k8s}")
+def bare_gated_flow(api: Api) -> Callable[[int], Awaitable[None]]:
+    """The floor of the gated flow: for pod I, the requests draco's controllers send,
+    by a bare client that decides nothing (device I of the slices, in order): create
+    the pod gated, write its claim's allocation and reservation (one status write), and
+    ungate it with its node affinity narrowed (one pod write). kube-scheduler binds."""
+
+    async def one(i: int) -> None:
+        node, device = f"node-{i // 8}", f"gpu-{i % 8}"
+        pod = await api.create(PODS, dra_pod(f"g-{i}", None, True, kind="gated"))
+        on_node = {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+        await api.merge_patch(f"{CLAIMS}/g-{i}/status", {"status": {
+            "allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": DRIVER, "pool": node, "device": device}]},
+                "nodeSelector": on_node},
+            "reservedFor": [{"resource": "pods", "name": f"g-{i}", "uid": pod["metadata"]["uid"]}]}})
+        await api.merge_patch(f"{PODS}/g-{i}", {"spec": {
+            "schedulingGates": [],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": on_node}}}})
+
+    return one
+
+
+async def gated_side(workdir: Path, s: Sizes, k8s: str, floor: bool = False) -> dict[str, Any]:
+    """One side of the gated flow: draco on 1.34 (gated pods), kube-scheduler on 1.37,
+    or with FLOOR the bare client's requests on 1.34 (bare_gated_flow)."""
+    with_draco = k8s == "1.34" and not floor
+    cluster = up(k8s, workdir / f"gated-{k8s}{'-floor' if floor else ''}")
     if with_draco:
         cluster.install_crds()
     api, draco = Api(cluster), None
@@ -396,6 +424,7 @@ async def gated_side(workdir: Path, s: Sizes, k8s: str) -> dict[str, Any]:
                 Watch(api, CLAIMS + selector(kind="gated"), allocations, limit=1800):
             started = time.monotonic()
             out["create_s"] = await api.many(
+                bare_gated_flow(api) if floor else
                 lambda i: api.create(PODS, dra_pod(f"g-{i}", None, with_draco, kind="gated")),
                 range(count))
             await wait_until(lambda: len(states.bound_at) >= count, 900,
@@ -426,14 +455,14 @@ async def gated_side(workdir: Path, s: Sizes, k8s: str) -> dict[str, Any]:
 
 
 async def part_gated(workdir: Path, s: Sizes) -> dict[str, Any]:
-    """Both sides (`DRACO_BENCH_SIDES=upstream` or `draco` runs one); a side that fails
-    is reported and the other still runs."""
+    """Every side (`DRACO_BENCH_SIDES=upstream,draco,floor` chooses); a side that fails
+    is reported and the others still run."""
     out: dict[str, Any] = {}
-    sides = os.environ.get("DRACO_BENCH_SIDES", "upstream,draco").split(",")
-    for side, k8s in (("upstream", "1.37"), ("draco", "1.34")):
+    sides = os.environ.get("DRACO_BENCH_SIDES", "upstream,draco,floor").split(",")
+    for side, k8s in (("upstream", "1.37"), ("draco", "1.34"), ("floor", "1.34")):
         if side in sides:
             try:
-                out[side] = await gated_side(workdir, s, k8s)
+                out[side] = await gated_side(workdir, s, k8s, floor=side == "floor")
             except Exception as err:  # noqa: BLE001 - the other side still runs
                 traceback.print_exc()
                 out[side] = {"error": f"{type(err).__name__}: {err}"}
