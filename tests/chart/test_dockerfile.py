@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.chart.helm import ROOT
 
@@ -96,3 +100,42 @@ def test_the_image_exposes_the_chart_ports() -> None:
     _, stages = parse(DOCKERFILE)
     (exposed,) = stages[-1].all("EXPOSE")
     assert set(exposed.split()) == {"8080", "8081", "9443"}
+
+
+def _hack_image() -> Any:
+    """hack/image (a script without a .py suffix) as a module."""
+    loader = importlib.machinery.SourceFileLoader("hack_image", str(ROOT / "hack" / "image"))
+    spec = importlib.util.spec_from_loader("hack_image", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "hack"))
+    loader.exec_module(module)
+    return module
+
+
+def test_the_dockerfile_and_hack_image_make_the_same_image() -> None:
+    """Two recipes, one image: users with Docker build the Dockerfile, the test bed and
+    users without a registry run hack/image. What the chart and a user rely on (the
+    Python, the user, the entry point, the ports, the environment, the labels) agree."""
+    hack = _hack_image()
+    args, stages = parse(DOCKERFILE)
+    final = stages[-1]
+    config = hack.image_config(0)
+    # Python: the Dockerfile's base tag and bookworm's python3 (3.11)
+    assert args["PYTHON_IMAGE"] == "python:3.11-slim" and hack.SUITE == "bookworm"
+    (user,) = final.all("USER")
+    assert config.user == user == f"{hack.UID}:{hack.GID}"
+    assert config.entrypoint == json.loads(final.all("ENTRYPOINT")[0])
+    assert config.cmd == json.loads(final.all("CMD")[0])
+    (workdir,) = final.all("WORKDIR")
+    assert config.workdir == workdir
+    (exposed,) = final.all("EXPOSE")
+    assert sorted(config.ports) == sorted(int(p) for p in exposed.split())
+    docker_env = dict(re.findall(r"(\w+)=(\S+)", " ".join(final.all("ENV"))))
+    image_env = dict(e.split("=", 1) for e in config.env)
+    for name in ("PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE"):
+        assert image_env[name] == docker_env[name], name
+    docker_labels = dict(re.findall(r'([\w.]+)="([^"]*)"', " ".join(final.all("LABEL"))))
+    assert docker_labels.items() <= config.labels.items()
+    # files: both install draco's wheel offline, built from this checkout
+    assert '"--find-links", "/tmp/wheels", "draco"' in (ROOT / "hack" / "image").read_text()
