@@ -173,9 +173,11 @@ class ListWatch:
     def __init__(self, kind: Kind, tracker: Tracker, gate: Gate | None = None, *,
                  credentials: Callable[[], Credentials] = Credentials.load,
                  page_size: int = prefetch.PAGE_SIZE, watch_seconds: int = 300,
-                 delay: Callable[[int], float] = retry_delay, gather: float = 0.02) -> None:
+                 delay: Callable[[int], float] = retry_delay, gather: float = 0.02,
+                 plain_pauses: bool = False) -> None:
         self.kind = kind
-        self.gather = gather  # seconds between two reads of a watch stream
+        self.gather = gather  # seconds between two reads of a watch stream in a burst
+        self.plain_pauses = plain_pauses  # pause only after reads the tracker took nothing of
         self.tracker = tracker
         self.gate = gate
         self.credentials = credentials
@@ -307,6 +309,7 @@ class ListWatch:
                 self.stats.reads += 1
                 # a read that was already waiting (or brought several events) is a burst
                 burst = len(batch) > 1 or clock() - asked < BURST_GAP
+                decoded = self.stats.decoded
                 # the controllers hear of a read's events once; a read of plain pods
                 # only opens no tracker batch (see _apply)
                 self._batching = len(batch) > 1
@@ -318,7 +321,9 @@ class ListWatch:
                     if self._open is not None:
                         opened, self._open = self._open, None
                         opened.close()
-                if self.gather and burst:
+                # with plain_pauses, only a burst of events the tracker did not take
+                # pauses: a DRA pod's event is never held up behind its own burst
+                if self.gather and burst and (not self.plain_pauses or self.stats.decoded == decoded):
                     self.stats.gathers += 1
                     await self._gather(transport)
                 asked = clock()

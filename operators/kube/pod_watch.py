@@ -64,17 +64,18 @@ class PodFeed(ListWatch):
     """Keeps the tracker's pods equal to the cluster's pods that draco needs.
 
     Its pauses in a burst are longer than the claim and slice feeds' (0.1 s against
-    0.02 s): most pod events are plain pods, whose cost is all per read (0.16-0.18 ms of
-    CPU per plain-pod event with 20 ms pauses, 0.06-0.10 ms with 0.1 s, on a real 1.34
-    cluster), while a claim event is always draco's business. An event after a quiet
-    spell, e.g. a lone gated pod's creation, is read at once either way."""
+    0.02 s), and only a burst of plain pods pauses: their cost is all per read (0.16-0.18
+    ms of CPU per plain-pod event with 20 ms pauses, 0.06-0.10 ms with 0.1 s, on a real
+    1.34 cluster), while a DRA pod's events are draco's business and wait for nothing:
+    with every read pausing, allocation latency (gated pod created -> claim allocated,
+    a pod every 0.2 s beside 10,000 DRA pods) went from P50 64 ms to 125 ms."""
 
     def __init__(self, tracker: Tracker, gate: Gate | None = None, *,
                  credentials: Callable[[], Credentials] = Credentials.load,
                  page_size: int = prefetch.PAGE_SIZE, watch_seconds: int = 300,
                  delay: Callable[[int], float] = retry_delay, gather: float = 0.1) -> None:
         super().__init__(POD_KIND, tracker, gate, credentials=credentials, page_size=page_size,
-                         watch_seconds=watch_seconds, delay=delay, gather=gather)
+                         watch_seconds=watch_seconds, delay=delay, gather=gather, plain_pauses=True)
 
 
 __all__ = ["POD_KIND", "Expired", "PodFeed", "needed"]

@@ -295,71 +295,65 @@ async def test_the_first_list_reads_the_cache_and_a_list_after_410_is_consistent
     assert feed.resource_version == "2" and held(tracker) == {"claim"}
 
 
-async def test_a_burst_of_watch_events_is_read_in_a_few_reads() -> None:
-    """Under churn each event would be one read, and a read costs far more than the
-    event: the feed pauses between reads so that a burst gathers."""
+def stream(events: list[tuple[float, dict[str, Any]]]) -> Any:
+    """A pods collection whose watch sends each pod after its pause, then stays open."""
     from aiohttp import web
-    from aiohttp.test_utils import TestServer
 
     async def pods(request: web.Request) -> web.StreamResponse:
         if not request.query.get("watch"):
             return web.json_response({"kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []})
         resp = web.StreamResponse()
         await resp.prepare(request)
-        for i in range(100):
-            body = pod(f"p-{i}", **CLAIMS)
+        for i, (pause, body) in enumerate(events):
+            await asyncio.sleep(pause)
             body["metadata"]["resourceVersion"] = str(i + 2)
             await resp.write(json.dumps({"type": "ADDED", "object": body}).encode() + b"\n")
-            await asyncio.sleep(0.001)
         await asyncio.sleep(30)
         return resp
 
     app = web.Application()
     app.router.add_get("/api/v1/pods", pods)
-    async with TestServer(app) as srv:
+    return app
+
+
+async def watched(events: list[tuple[float, dict[str, Any]]], gather: float,
+                  done: Callable[[PodFeed, Tracker], bool]) -> PodFeed:
+    from aiohttp.test_utils import TestServer
+
+    async with TestServer(stream(events)) as srv:
         creds = Credentials(str(srv.make_url("")).rstrip("/"), {}, False)
         tracker = Tracker()
-        feed = PodFeed(tracker, credentials=lambda: creds, delay=lambda attempt: 0.05, gather=0.2)
+        feed = PodFeed(tracker, credentials=lambda: creds, delay=lambda attempt: 0.05, gather=gather)
         task = asyncio.create_task(feed.run())
         try:
-            await until(lambda: len(held(tracker)) == 100, "every event")
+            await until(lambda: done(feed, tracker), "every event")  # 30 s
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-    assert feed.resource_version == "101" and feed.stats.events == 100
-    assert feed.stats.reads < 50  # one read per event without the pause
     assert feed.stats.lists == 1 and feed.stats.bad == 0  # read through, never restarted
+    return feed
+
+
+async def test_a_burst_of_plain_pods_is_read_in_a_few_reads() -> None:
+    """Under churn each event would be one read, and a read costs far more than the
+    event: the feed pauses between reads so that a burst gathers."""
+    feed = await watched([(0.001, pod(f"p-{i}")) for i in range(100)], 0.2,
+                         lambda feed, _: feed.stats.events == 100)
+    assert feed.resource_version == "101" and feed.stats.decoded == 0
+    assert feed.stats.reads < 50  # one read per event without the pause
+
+
+async def test_a_burst_of_dra_pods_waits_for_no_pause() -> None:
+    """A DRA pod's events are draco's business: however long the pause for plain pods,
+    a burst of pods with claims is read as it comes."""
+    feed = await watched([(0.005, pod(f"p-{i}", **CLAIMS)) for i in range(20)], 60,
+                         lambda _, tracker: len(held(tracker)) == 20)
+    assert feed.stats.gathers == 0 and feed.resource_version == "21"
 
 
 async def test_an_event_after_a_quiet_spell_is_read_at_once() -> None:
-    """The pause is for bursts only: a lone event (a gated pod's creation in a quiet
-    cluster) is read when it comes, and so is the next one, however long the pause."""
-    from aiohttp import web
-    from aiohttp.test_utils import TestServer
-
-    async def pods(request: web.Request) -> web.StreamResponse:
-        if not request.query.get("watch"):
-            return web.json_response({"kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []})
-        resp = web.StreamResponse()
-        await resp.prepare(request)
-        for i in range(3):
-            await asyncio.sleep(0.3)
-            body = pod(f"p-{i}", **CLAIMS)
-            body["metadata"]["resourceVersion"] = str(i + 2)
-            await resp.write(json.dumps({"type": "ADDED", "object": body}).encode() + b"\n")
-        await asyncio.sleep(30)
-        return resp
-
-    app = web.Application()
-    app.router.add_get("/api/v1/pods", pods)
-    async with TestServer(app) as srv:
-        creds = Credentials(str(srv.make_url("")).rstrip("/"), {}, False)
-        tracker = Tracker()
-        feed = PodFeed(tracker, credentials=lambda: creds, delay=lambda attempt: 0.05, gather=60)
-        task = asyncio.create_task(feed.run())
-        try:
-            await until(lambda: len(held(tracker)) == 3, "every event")  # 30 s; a pause is 60
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-    assert feed.stats.reads == 3 and feed.stats.gathers == 0 and feed.stats.lists == 1
+    """The pause is for bursts only: a lone event after a quiet spell is read when it
+    comes, and so is the next one, however long the pause."""
+    feed = await watched([(0.3, pod(f"p-{i}")) for i in range(3)], 60,
+                         lambda feed, _: feed.stats.events == 3)
+    assert feed.stats.reads == 3 and feed.stats.gathers == 0
