@@ -5,7 +5,8 @@
 #   docker build -t draco:0.1.0 .
 #   docker run --rm draco:0.1.0 --help
 #
-# The image is not built in CI; tests/chart/test_dockerfile.py checks this file.
+# CI cannot pull this base; it builds the same image with hack/image (Debian bookworm,
+# no registry), and tests/chart/test_dockerfile.py keeps the two recipes in step.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
