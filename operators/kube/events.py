@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+from prometheus_client import Counter
 
 from operators.kube.client import KubeClient
 from operators.kube.shared import events_limiter
@@ -14,15 +16,39 @@ from operators.kube.supervision import guarded
 
 EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects go
 
+DROPPED = Counter("draco_events_dropped_total",
+                  "Normal Events not posted because a burst of them used up their budget",
+                  ["component", "reason"])
+
+
+class Budget:
+    """A token bucket that never waits: a burst of Normal Events beyond it is dropped."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.tokens, self.at = float(burst), clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
 
 class EventRecorder:
-    def __init__(self, client: KubeClient, component: str, *, dedup_seconds: float = 600.0) -> None:
+    def __init__(self, client: KubeClient, component: str, *, dedup_seconds: float = 600.0,
+                 normal_budget: Budget | None = None) -> None:
         # Events draw from a rate limit of their own (see shared.events_limiter); test
         # doubles of the client are used as they are.
         self.client = client.sibling(events_limiter(client.limiter)) if isinstance(client, KubeClient) else client
         self.component = component
         self.instance = socket.gethostname()
         self.dedup_seconds = dedup_seconds
+        self.normal_budget = normal_budget  # None: every Normal Event is posted
+        self.dropped = 0
         self._seen: dict[tuple[str, ...], float] = {}
         self.posted = 0
 
@@ -38,6 +64,10 @@ class EventRecorder:
         now_mono = time.monotonic()
         seen = self._seen.get(key)
         if seen is not None and now_mono - seen < self.dedup_seconds:
+            return False
+        if type_ == "Normal" and self.normal_budget is not None and not self.normal_budget.take():
+            self.dropped += 1
+            DROPPED.labels(component=self.component, reason=reason).inc()
             return False
         self._seen[key] = now_mono
         if len(self._seen) > 10_000:
