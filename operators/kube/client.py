@@ -13,6 +13,7 @@ import json
 import os
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,26 +36,40 @@ class Response:
 class RateLimiter:
     """Token bucket: `qps` tokens a second, at most `burst` saved up."""
 
-    def __init__(self, qps: float, burst: int) -> None:
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.qps = qps
         self.burst = burst
+        self.clock = clock
         self.tokens = float(burst)
-        self.stamp = time.monotonic()
+        self.stamp = clock()
         self.lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.qps)
+        self.stamp = now
 
     async def take(self) -> None:
         if self.qps <= 0:
             return
         async with self.lock:
-            now = time.monotonic()
-            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.qps)
-            self.stamp = now
+            self._refill()
             if self.tokens < 1:
                 await asyncio.sleep((1 - self.tokens) / self.qps)
-                self.stamp = time.monotonic()
+                self.stamp = self.clock()
                 self.tokens = 0
             else:
                 self.tokens -= 1
+
+    def try_take(self) -> bool:
+        """A token now, or False without waiting (what is over budget is left out)."""
+        if self.qps <= 0:
+            return True
+        self._refill()
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
 
 
 @dataclass

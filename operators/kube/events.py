@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Counter
 
-from operators.kube.client import KubeClient
+from operators.kube.client import KubeClient, RateLimiter
 from operators.kube.shared import events_limiter
 from operators.kube.supervision import guarded
 
@@ -21,33 +21,16 @@ DROPPED = Counter("draco_events_dropped_total",
                   ["component", "reason"])
 
 
-class Budget:
-    """A token bucket that never waits: a burst of Normal Events beyond it is dropped."""
-
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate, self.burst, self.clock = rate, burst, clock
-        self.tokens, self.at = float(burst), clock()
-
-    def take(self) -> bool:
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
-
-
 class EventRecorder:
     def __init__(self, client: KubeClient, component: str, *, dedup_seconds: float = 600.0,
-                 normal_budget: Budget | None = None) -> None:
+                 normal_budget: RateLimiter | None = None) -> None:
         # Events draw from a rate limit of their own (see shared.events_limiter); test
         # doubles of the client are used as they are.
         self.client = client.sibling(events_limiter(client.limiter)) if isinstance(client, KubeClient) else client
         self.component = component
         self.instance = socket.gethostname()
         self.dedup_seconds = dedup_seconds
-        self.normal_budget = normal_budget  # None: every Normal Event is posted
+        self.normal_budget = normal_budget  # None: every Normal Event is posted; else over it, dropped
         self.dropped = 0
         self._seen: dict[tuple[str, ...], float] = {}
         self.posted = 0
@@ -65,7 +48,7 @@ class EventRecorder:
         seen = self._seen.get(key)
         if seen is not None and now_mono - seen < self.dedup_seconds:
             return False
-        if type_ == "Normal" and self.normal_budget is not None and not self.normal_budget.take():
+        if type_ == "Normal" and self.normal_budget is not None and not self.normal_budget.try_take():
             self.dropped += 1
             DROPPED.labels(component=self.component, reason=reason).inc()
             return False

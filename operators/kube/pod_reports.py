@@ -18,9 +18,9 @@ from typing import Any
 
 import structlog
 
-from operators.kube.client import KubeClient
+from operators.kube.client import KubeClient, RateLimiter
 from operators.kube.conditions import rfc3339
-from operators.kube.events import Budget, EventRecorder
+from operators.kube.events import EventRecorder
 from operators.kube.supervision import guarded
 from operators.model import NamespacedName
 
@@ -59,7 +59,7 @@ class PodReporter:
         # 100 (then 10 a second) success Events are dropped and counted
         # (draco_events_dropped_total); Warnings are always posted. kube-scheduler too
         # reports a pod's success with one Event, and client-go drops Events it cannot send.
-        self.events = EventRecorder(client, component, normal_budget=Budget(NORMAL_RATE, NORMAL_BURST))
+        self.events = EventRecorder(client, component, normal_budget=RateLimiter(NORMAL_RATE, NORMAL_BURST))
         self.log = structlog.get_logger(f"draco.{controller}")
 
     async def event(self, key: NamespacedName, uid: str, reason: str, message: str,

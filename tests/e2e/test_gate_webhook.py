@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from operators.apiserver.runner import free_port
 from operators.apiserver.testing import wait_for
 from operators.cli.operator_thread import OperatorThread
 from operators.narrowing import DRACO_GATE
@@ -30,11 +31,6 @@ pytestmark = pytest.mark.real
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 OTHER_GATE = "example.com/quota"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def serving(port: int, cafile: Path) -> bool:

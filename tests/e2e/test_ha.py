@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ import yaml
 
 from operators.allocator.claim_writer import FINALIZER
 from operators.allocator.pod_claims import GATE
+from operators.apiserver.runner import free_port
 from operators.apiserver.testing import wait_for
 from tests.e2e.backends import ROOT, RealBackend
 from tests.e2e.test_eviction import RULES, make_devices, make_pod_with_claim
@@ -45,11 +45,6 @@ FAST_LEASE = ["--leader-elect-lease-duration", "4", "--leader-elect-renew-deadli
               "--leader-elect-retry-period", "1"]
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Replica:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import tarfile
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from operators.apiserver.runner import free_port
 from tests.e2e.backends import RealBackend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,11 +68,6 @@ def test_the_image_is_reproducible_small_and_quick_to_rebuild(built: tuple[Path,
     size = (out / "draco.tar").stat().st_size
     assert size < 150 * 2**20, f"the image is {size / 2**20:.0f} MiB"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ready(port: int) -> bool:

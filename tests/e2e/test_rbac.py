@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from typing import Any
 import pytest
 import yaml
 
+from operators.apiserver.runner import free_port
 from operators.apiserver.testing import wait_for
 from operators.cli.operator_thread import OperatorThread
 from tests.chart.helm import CHART
@@ -356,11 +356,6 @@ def test_each_rule_of_the_controllers_cluster_role_is_needed(release: Release, c
 
 
 # --------------------------------------------------------------------------- `draco run`
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def chart_environment(release: Release, pod: str) -> dict[str, str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from operators.kube.events import Budget, EventRecorder
+from operators.kube.client import RateLimiter
+from operators.kube.events import EventRecorder
 
 
 class Api:
@@ -24,7 +25,7 @@ def pod(i: int) -> dict[str, str]:
 def test_a_burst_of_normal_events_stops_at_the_budget_and_refills() -> None:
     now = [0.0]
     api = Api()
-    recorder = EventRecorder(api, "draco-test", normal_budget=Budget(10, 100, clock=lambda: now[0]))  # type: ignore[arg-type]
+    recorder = EventRecorder(api, "draco-test", normal_budget=RateLimiter(10, 100, clock=lambda: now[0]))  # type: ignore[arg-type]
 
     async def burst(start: int, count: int, type_: str = "Normal") -> list[bool]:
         return [await recorder.emit(pod(i), "Allocated", "gpu-0", type_) for i in range(start, start + count)]
