@@ -1,0 +1,582 @@
+"""One real node beside the kwok nodes: containerd + runc, a CNI bridge, kubelet,
+kube-proxy and the upstream DRA test driver's kubelet plugin, all on this machine.
+
+Only one real node runs per machine: the kubelet's cgroups (`/kubepods`), the shim
+sockets containerd keeps in `/run/containerd/s`, the bridge, the pod subnet and the
+iptables chains are machine-wide. Its state lives under NODE_DIR (short, because unix
+socket paths end at 108 bytes), its logs and pids in the cluster's folder. What these
+machines need, found by trying, is said where it is set: no CAP_SYS_RESOURCE (so no
+negative oom_score_adj), cgroup v1 (kubelet's `failCgroupV1: false` from 1.35 on), no
+registry (the pause image is built here and imported).
+
+Teardown (`stop_node`) leaves nothing behind and is safe to run any number of times,
+also after a killed run: processes, containers and their shims, mounts, network
+namespaces, the bridge, kube-proxy's chains, cgroups, CNI results, the state folder.
+
+Standard library only: it runs before any virtual environment exists (`.ci/run`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from cluster_build import ClusterError, say
+from cluster_node_build import PAUSE_IMAGE
+
+NODE_DIR = Path(os.environ.get("DRACO_NODE_DIR", "/var/lib/draco-node"))
+NODE_NAME = "real-0"
+NODE_LABEL = ("draco.dev/real-node", "true")
+BRIDGE = "draco0"
+POD_SUBNET = "10.88.0.0/24"  # clear of the services (10.0.0.0/24) and kwok's 10.244.0.0/16
+CNI_NETWORK = "draco-real"
+TEST_DRIVER = "test-driver.cdi.k8s.io"
+NODE_PROCESSES = ("dra-test-driver", "kube-proxy", "kubelet", "containerd")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The kernel settings the kubelet writes at start (setupKernelTunables); put back on stop.
+KUBELET_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic",
+                   "kernel/panic_on_oops", "kernel/keys/root_maxkeys",
+                   "kernel/keys/root_maxbytes")
+
+
+def node_ip() -> str:
+    """The address of the default route's interface: where pods reach the API server."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.254", 9))  # no packet is sent by a UDP connect
+        except OSError as err:
+            raise ClusterError(f"no default route to find the node's address ({err})") from None
+        address = str(probe.getsockname()[0])
+    if address.startswith("127."):
+        raise ClusterError("the node's address is a loopback one; the kubelet refuses it")
+    return address
+
+
+def check_machine() -> None:
+    """What the real node needs from this machine, each missing piece said plainly."""
+    if os.geteuid() != 0:
+        raise ClusterError("--real-node needs root (containerd, runc, cgroups, the bridge)")
+    missing = [tool for tool in ("iptables", "ip", "mount", "umount") if shutil.which(tool) is None]
+    if missing:
+        raise ClusterError(f"--real-node needs {', '.join(missing)} on PATH "
+                           "(apt-get install iptables iproute2 mount)")
+    if not (CGROUP_ROOT / "memory").is_dir() and not (CGROUP_ROOT / "cgroup.controllers").exists():
+        raise ClusterError(f"no cgroup hierarchy under {CGROUP_ROOT}")
+
+
+def _feature_gates(spec: str) -> dict[str, bool]:
+    gates = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, value = item.partition("=")
+        gates[name] = value.strip().lower() == "true"
+    return gates
+
+
+def _containerd_config(paths: dict[str, Path]) -> str:
+    d = NODE_DIR
+    return f"""version = 3
+root = "{d}/containerd/root"
+state = "{d}/containerd/state"
+temp = "{d}/containerd/tmp"
+# Never below 0: without CAP_SYS_RESOURCE no process here may lower its score.
+oom_score = 0
+
+[grpc]
+  address = "{d}/containerd.sock"
+
+[plugins.'io.containerd.internal.v1.opt']
+  path = "{d}/containerd/opt"
+
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+
+[plugins.'io.containerd.cri.v1.runtime']
+  # Clamp containers' oom_score_adj to containerd's own (0) instead of failing to set -997.
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_cdi = true
+  cdi_spec_dirs = ["{d}/cdi"]
+  netns_mounts_under_state_dir = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = "{paths['runc'] / 'runc'}"
+        Root = "{d}/runc"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["{paths['cni']}"]
+    conf_dir = "{d}/cni/net.d"
+    max_conf_num = 1
+    use_internal_loopback = true
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+"""
+
+
+def _cni_config() -> str:
+    return json.dumps({
+        "cniVersion": "1.0.0", "name": CNI_NETWORK,
+        "plugins": [{
+            "type": "bridge", "bridge": BRIDGE, "isGateway": True, "isDefaultGateway": True,
+            "ipMasq": False, "hairpinMode": True,
+            "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]],
+                     "dataDir": str(NODE_DIR / "cni" / "ipam")},
+        }],
+    }, indent=2) + "\n"
+
+
+def _kubelet_config(ports: dict[str, int], gates: dict[str, bool]) -> str:
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "cgroupDriver": "cgroupfs",  # containerd runs runc with SystemdCgroup = false
+        "failCgroupV1": False,  # this machine is cgroup v1; true by default from 1.35
+        "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{NODE_DIR}/containerd.sock",
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "oomScoreAdj": 0,  # the default -999 needs CAP_SYS_RESOURCE
+        "port": ports["kubelet"], "healthzPort": ports["kubelet-healthz"],
+        "healthzBindAddress": "127.0.0.1", "readOnlyPort": 0,
+        "localStorageCapacityIsolation": False,
+        "evictionHard": {"memory.available": "0%", "nodefs.available": "0%",
+                         "nodefs.inodesFree": "0%", "imagefs.available": "0%"},
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "volumePluginDir": str(NODE_DIR / "kubelet" / "volume-plugins"),
+        "podLogsDir": str(NODE_DIR / "pod-logs"),
+        "registerWithTaints": [{"key": NODE_LABEL[0], "value": NODE_LABEL[1],
+                                "effect": "NoSchedule"}],
+        "featureGates": gates,
+        "serializeImagePulls": False,
+        "shutdownGracePeriod": "0s",
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+def _start(name: str, argv: list[str], cluster_dir: Path) -> None:
+    with open(cluster_dir / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                cwd=cluster_dir)
+    (cluster_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    if state == "Z":
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
+    return True
+
+
+def _log_tail(cluster_dir: Path, name: str) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join((cluster_dir / f"{name}.log").read_text(errors="replace")
+                         .splitlines()[-25:])
+    return "(no log)"
+
+
+def _wait(check: Callable[[], bool], seconds: float, what: str, cluster_dir: Path,
+          watch: list[str]) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for name in watch:
+            with contextlib.suppress(OSError, ValueError):
+                pid = int((cluster_dir / f"{name}.pid").read_text())
+                if not _alive(pid):
+                    raise ClusterError(f"{name} exited while waiting for {what}; the tail of "
+                                       f"{cluster_dir / (name + '.log')}:\n"
+                                       f"{_log_tail(cluster_dir, name)}")
+        if check():
+            return
+        time.sleep(0.25)
+    tails = "\n".join(f"--- {n}.log\n{_log_tail(cluster_dir, n)}" for n in watch[-1:])
+    raise ClusterError(f"timed out after {seconds:.0f} s waiting for {what}\n{tails}")
+
+
+def _http_ok(port: int, path: str) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port),
+                                                                 timeout=2) as conn:
+        conn.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        return conn.recv(64).split(b" ")[1:2] == [b"200"]
+    return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _owner() -> Path | None:
+    with contextlib.suppress(OSError):
+        return Path((NODE_DIR / "owner").read_text().strip())
+    return None
+
+
+def start_node(cluster_dir: Path, kubeconfig: Path, paths: dict[str, Path], version: str,
+               feature_gates: str, api_get: Callable[[str], tuple[int, object]]
+               ) -> dict[str, object]:
+    """Start the real node for the cluster in CLUSTER_DIR (API_GET(path) reads its API
+    server) and wait until the Node is Ready and the driver's ResourceSlice is there.
+    Returns what cluster.json records about it."""
+    check_machine()
+    owner = _owner()
+    if owner is not None and owner != cluster_dir:
+        live = [n for n in NODE_PROCESSES if _pid_alive(owner, n)]
+        if live:
+            raise ClusterError(f"a real node already runs on this machine, for the cluster in "
+                               f"{owner} ({', '.join(live)} up); one per machine: "
+                               f"`hack/cluster down --dir {owner}` first")
+    if owner is not None:
+        stop_node(owner, quiet=True)  # whatever a killed run left behind
+    elif _kube_chains_exist():
+        raise ClusterError("this machine's iptables already hold KUBE-* chains of a kubelet or "
+                           "kube-proxy that is not draco's real node; the real node's teardown "
+                           "removes them, so it will not start here")
+    for sub in ("containerd", "cni/net.d", "cdi", "kubelet/pki", "runc", "pod-logs",
+                "kubelet/plugins_registry", f"kubelet/plugins/{TEST_DRIVER}"):
+        (NODE_DIR / sub).mkdir(parents=True, exist_ok=True)
+    (NODE_DIR / "owner").write_text(f"{cluster_dir}\n")
+    (NODE_DIR / "binaries.json").write_text(json.dumps({
+        "ctr": str(paths["containerd"] / "ctr"),
+        "kube-proxy": str(paths["kubernetes-node"] / "kube-proxy")}) + "\n")
+    (NODE_DIR / "sysctls.json").write_text(json.dumps(_read_sysctls()) + "\n")
+    address = node_ip()
+    ports = {name: _free_port() for name in ("kubelet", "kubelet-healthz", "proxy-healthz",
+                                             "proxy-metrics")}
+    kube = paths["kubernetes-node"]
+    (NODE_DIR / "containerd.toml").write_text(_containerd_config(paths))
+    (NODE_DIR / "cni" / "net.d" / "10-draco.conflist").write_text(_cni_config())
+    (NODE_DIR / "kubelet.yaml").write_text(_kubelet_config(ports, _feature_gates(feature_gates)))
+    watch: list[str] = []
+    started = time.monotonic()
+    _start("containerd", [str(paths["containerd"] / "containerd"),
+                          "--config", str(NODE_DIR / "containerd.toml")], cluster_dir)
+    watch.append("containerd")
+    ctr = [str(paths["containerd"] / "ctr"), "--address", str(NODE_DIR / "containerd.sock"),
+           "-n", "k8s.io"]
+    _wait(lambda: subprocess.run([*ctr, "version"], capture_output=True).returncode == 0,
+          60, "containerd's socket", cluster_dir, watch)
+    imported = subprocess.run([*ctr, "images", "import", str(kube / "pause.tar")],
+                              capture_output=True, text=True)
+    if imported.returncode != 0:
+        raise ClusterError(f"importing the pause image failed: {imported.stderr.strip()}")
+    _start("kubelet", [
+        str(kube / "kubelet"), f"--kubeconfig={kubeconfig}",
+        f"--config={NODE_DIR / 'kubelet.yaml'}", f"--root-dir={NODE_DIR / 'kubelet'}",
+        f"--cert-dir={NODE_DIR / 'kubelet' / 'pki'}", f"--hostname-override={NODE_NAME}",
+        f"--node-ip={address}", f"--node-labels={NODE_LABEL[0]}={NODE_LABEL[1]}", "--v=2",
+    ], cluster_dir)
+    watch.append("kubelet")
+    _start("kube-proxy", [
+        str(kube / "kube-proxy"), f"--kubeconfig={kubeconfig}",
+        f"--hostname-override={NODE_NAME}", "--proxy-mode=iptables",
+        f"--cluster-cidr={POD_SUBNET}", "--conntrack-max-per-core=0", "--oom-score-adj=0",
+        f"--healthz-bind-address=127.0.0.1:{ports['proxy-healthz']}",
+        f"--metrics-bind-address=127.0.0.1:{ports['proxy-metrics']}",
+    ], cluster_dir)
+    watch.append("kube-proxy")
+    _wait(lambda: _node_ready(api_get), 120, f"the real node {NODE_NAME} to be Ready",
+          cluster_dir, watch)
+    _wait(lambda: _http_ok(ports["proxy-healthz"], "/healthz"), 60, "kube-proxy's /healthz",
+          cluster_dir, watch)
+    # The driver publishes its ResourceSlice with the Node as owner: start it once the
+    # Node exists. Its sockets go where this kubelet (root-dir above) looks for them.
+    _start("dra-test-driver", [
+        str(kube / "dra-test-driver"), f"--kubeconfig={kubeconfig}",
+        f"--drivername={TEST_DRIVER}", "kubelet-plugin", f"--node-name={NODE_NAME}",
+        f"--plugin-registration-path={NODE_DIR / 'kubelet' / 'plugins_registry'}",
+        f"--datadir={NODE_DIR / 'kubelet' / 'plugins'}", f"--cdi-dir={NODE_DIR / 'cdi'}",
+        "--num-devices=4",
+    ], cluster_dir)
+    watch.append("dra-test-driver")
+    _wait(lambda: _slice_published(api_get), 60,
+          f"{TEST_DRIVER}'s ResourceSlice for {NODE_NAME}", cluster_dir, watch)
+    say(f"real node {NODE_NAME} ({address}) ready in {time.monotonic() - started:.0f} s")
+    return {"name": NODE_NAME, "address": address, "driver": TEST_DRIVER,
+            "label": "=".join(NODE_LABEL), "dir": str(NODE_DIR),
+            "containerd_socket": str(NODE_DIR / "containerd.sock"),
+            "ctr": str(paths["containerd"] / "ctr"), "ports": ports, "version": version}
+
+
+def _node_ready(api_get: Callable[[str], tuple[int, object]]) -> bool:
+    status, body = api_get(f"/api/v1/nodes/{NODE_NAME}")
+    return status == 200 and isinstance(body, dict) and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in body.get("status", {}).get("conditions", []))
+
+
+def _slice_published(api_get: Callable[[str], tuple[int, object]]) -> bool:
+    status, body = api_get("/apis/resource.k8s.io/v1/resourceslices"
+                           f"?fieldSelector=spec.nodeName%3D{NODE_NAME}")
+    return status == 200 and isinstance(body, dict) and any(
+        item.get("spec", {}).get("driver") == TEST_DRIVER for item in body.get("items", []))
+
+
+def _pid_alive(cluster_dir: Path, name: str) -> bool:
+    with contextlib.suppress(OSError, ValueError):
+        return _alive(int((cluster_dir / f"{name}.pid").read_text()))
+    return False
+
+
+def _read_sysctls() -> dict[str, str]:
+    out = {}
+    for key in KUBELET_SYSCTLS:
+        with contextlib.suppress(OSError):
+            out[key] = (Path("/proc/sys") / key).read_text().strip()
+    return out
+
+
+def load_image(cluster_dir: Path, archive: Path) -> str:
+    """Import an image archive into the real node's containerd (namespace k8s.io, as the
+    kubelet sees it), keeping its name and digest; returns ctr's report."""
+    if _owner() != cluster_dir or not (NODE_DIR / "containerd.sock").exists():
+        raise ClusterError(f"the cluster in {cluster_dir} has no real node "
+                           f"(start it with `hack/cluster up --real-node`)")
+    ctr = _binaries().get("ctr", "ctr")
+    proc = subprocess.run([ctr, "--address", str(NODE_DIR / "containerd.sock"), "-n", "k8s.io",
+                           "images", "import", "--all-platforms", str(archive)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ClusterError(f"ctr images import {archive} failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+# --------------------------------------------------------------------------- teardown
+
+
+def _signal_all(cluster_dir: Path, names: tuple[str, ...], sig: int) -> list[int]:
+    pids = []
+    for name in names:
+        with contextlib.suppress(OSError, ValueError):
+            pid = int((cluster_dir / f"{name}.pid").read_text())
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+            if _alive(pid) and exe == name:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+                pids.append(pid)
+    return pids
+
+
+def _stop_processes(cluster_dir: Path) -> None:
+    for name in NODE_PROCESSES[:-1]:  # containerd last: it must outlive the kubelet
+        _stop_one(cluster_dir, name)
+    _kill_containers()
+    _stop_one(cluster_dir, "containerd")
+    _kill_containers()
+
+
+def _stop_one(cluster_dir: Path, name: str) -> None:
+    pids = _signal_all(cluster_dir, (name,), signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _node_processes() -> list[int]:
+    """This node's shims and runc (named by their command line, which carries NODE_DIR)
+    and every process in the kubelet's pod cgroups (the containers and their pause)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if os.path.basename(argv[0].decode(errors="replace")) in (
+                    "containerd-shim-runc-v2", "runc") and str(NODE_DIR).encode() in b" ".join(argv):
+                found.add(int(entry.name))
+    pods = CGROUP_ROOT / "pids" / "kubepods"
+    if not pods.is_dir():
+        pods = CGROUP_ROOT / "kubepods"  # a cgroup v2 host
+    if pods.is_dir():
+        for procs in pods.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                found.update(int(line) for line in procs.read_text().split())
+    found.discard(os.getpid())
+    return sorted(found)
+
+
+def _kill_containers() -> None:
+    """Every container and shim of this node, SIGKILLed (graceful stops are the
+    kubelet's job while it runs; teardown only makes sure nothing is left)."""
+    for _ in range(5):
+        pids = _node_processes()
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def _remove_shim_sockets() -> None:
+    """containerd keeps shim sockets in /run/containerd/s whatever its state folder; with
+    the shims gone, ours are the ones nobody listens on any more."""
+    shims = Path("/run/containerd/s")
+    if not shims.is_dir():
+        return
+    for sock in shims.iterdir():
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(sock))
+            except ConnectionRefusedError:
+                sock.unlink(missing_ok=True)
+            except OSError:
+                pass
+    for folder in (shims, shims.parent):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _unmount_all() -> None:
+    """Every mount under NODE_DIR (overlay roots, volumes, netns, shm), deepest first."""
+    for _ in range(3):
+        mounts = []
+        with contextlib.suppress(OSError):
+            for line in Path("/proc/self/mountinfo").read_text().splitlines():
+                point = line.split()[4].replace("\\040", " ")
+                if point == str(NODE_DIR) or point.startswith(str(NODE_DIR) + "/"):
+                    mounts.append(point)
+        if not mounts:
+            return
+        for point in sorted(set(mounts), key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+def _remove_cgroups() -> None:
+    """The kubelet's /kubepods tree in every hierarchy, leaves first (rmdir only: a
+    cgroup with a process left in it stays, and says so)."""
+    left = []
+    for hierarchy in sorted(CGROUP_ROOT.iterdir()) if CGROUP_ROOT.is_dir() else []:
+        top = hierarchy / "kubepods"
+        if not top.is_dir():
+            continue
+        for path in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        try:
+            top.rmdir()
+        except OSError:
+            left.append(str(top))
+    if left:
+        say(f"warning: cgroups still in use, left in place: {', '.join(left)}")
+
+
+def _remove_network() -> None:
+    subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
+    cni_cache = Path("/var/lib/cni/results")
+    if cni_cache.is_dir():
+        for entry in cni_cache.glob(f"{CNI_NETWORK}-*"):
+            entry.unlink(missing_ok=True)
+
+
+def _binaries() -> dict[str, str]:
+    with contextlib.suppress(OSError, ValueError):
+        return dict(json.loads((NODE_DIR / "binaries.json").read_text()))
+    return {}
+
+
+def _remove_proxy_rules() -> None:
+    """kube-proxy's own cleanup of the KUBE-* chains it wrote."""
+    proxy = _binaries().get("kube-proxy")
+    if proxy and Path(proxy).exists():
+        subprocess.run([proxy, "--cleanup"], capture_output=True, timeout=60)
+
+
+def _kube_chains_exist() -> bool:
+    listed = subprocess.run(["iptables", "-w", "-t", "nat", "-S"], capture_output=True, text=True)
+    return any(line.startswith("-N KUBE-") for line in listed.stdout.splitlines())
+
+
+def _remove_kube_chains() -> None:
+    """What kube-proxy's cleanup leaves: the kubelet's KUBE-* canary and firewall chains,
+    in every table of both families (rules jumping to them first, then the chains)."""
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool) is None:
+            continue
+        for table in ("filter", "nat", "mangle"):
+            listed = subprocess.run([tool, "-w", "-t", table, "-S"], capture_output=True, text=True)
+            if listed.returncode != 0:
+                continue
+            lines = listed.stdout.splitlines()
+            for line in lines:
+                words = line.split()
+                if words[:1] == ["-A"] and not words[1].startswith("KUBE-") and \
+                        any(w.startswith("KUBE-") for w in words[2:]):
+                    subprocess.run([tool, "-w", "-t", table, "-D", *words[1:]], capture_output=True)
+            chains = [line.split()[1] for line in lines
+                      if line.startswith("-N KUBE-")]
+            for chain in chains:
+                subprocess.run([tool, "-w", "-t", table, "-F", chain], capture_output=True)
+            for chain in chains:
+                subprocess.run([tool, "-w", "-t", table, "-X", chain], capture_output=True)
+
+
+def _remove_log_links() -> None:
+    links = Path("/var/log/containers")
+    if links.is_dir():
+        for link in links.iterdir():
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and os.readlink(link).startswith(str(NODE_DIR)):
+                    link.unlink()
+
+
+def _restore_sysctls() -> None:
+    with contextlib.suppress(OSError, ValueError):
+        saved = json.loads((NODE_DIR / "sysctls.json").read_text())
+        for key, value in saved.items():
+            with contextlib.suppress(OSError):
+                (Path("/proc/sys") / key).write_text(value + "\n")
+
+
+def stop_node(cluster_dir: Path, quiet: bool = False) -> None:
+    """Everything the real node of the cluster in CLUSTER_DIR made, gone; a no-op when
+    there is nothing (or the node on this machine belongs to another cluster)."""
+    owner = _owner()
+    if owner is not None and owner != cluster_dir:
+        return
+    if not NODE_DIR.exists() and not (cluster_dir / "kubelet.pid").exists():
+        return
+    _stop_processes(cluster_dir)
+    _remove_proxy_rules()
+    _remove_kube_chains()
+    _remove_shim_sockets()
+    _unmount_all()
+    _remove_cgroups()
+    _remove_network()
+    _remove_log_links()
+    _restore_sysctls()
+    shutil.rmtree(NODE_DIR, ignore_errors=True)
+    if NODE_DIR.exists():
+        _unmount_all()
+        shutil.rmtree(NODE_DIR, ignore_errors=True)
+    if NODE_DIR.exists():
+        raise ClusterError(f"could not remove {NODE_DIR}; see `grep {NODE_DIR} /proc/mounts`")
+    if not quiet:
+        say(f"stopped the real node {NODE_NAME} and removed {NODE_DIR}")
