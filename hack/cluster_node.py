@@ -170,10 +170,12 @@ def _kubelet_config(ports: dict[str, int], gates: dict[str, bool]) -> str:
 
 
 def _start(name: str, argv: list[str], cluster_dir: Path) -> None:
+    # KUBECONFIG would win over --kubeconfig in the driver: never inherit the caller's.
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     with open(cluster_dir / f"{name}.log", "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                cwd=cluster_dir)
+                                cwd=cluster_dir, env=env)
     (cluster_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
 
 
@@ -439,9 +441,7 @@ def _remove_shim_sockets() -> None:
     """containerd keeps shim sockets in /run/containerd/s whatever its state folder; with
     the shims gone, ours are the ones nobody listens on any more."""
     shims = Path("/run/containerd/s")
-    if not shims.is_dir():
-        return
-    for sock in shims.iterdir():
+    for sock in shims.iterdir() if shims.is_dir() else []:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             try:
                 probe.connect(str(sock))
@@ -578,5 +578,7 @@ def stop_node(cluster_dir: Path, quiet: bool = False) -> None:
         shutil.rmtree(NODE_DIR, ignore_errors=True)
     if NODE_DIR.exists():
         raise ClusterError(f"could not remove {NODE_DIR}; see `grep {NODE_DIR} /proc/mounts`")
+    for name in NODE_PROCESSES:
+        (cluster_dir / f"{name}.pid").unlink(missing_ok=True)
     if not quiet:
         say(f"stopped the real node {NODE_NAME} and removed {NODE_DIR}")
