@@ -94,6 +94,19 @@ def test_every_draco_variable_the_chart_sets_is_a_flag_of_draco_run() -> None:
     assert deployments == 3  # the controllers' (twice) and the webhook's
 
 
+def test_no_service_link_variable_can_reach_draco_as_a_setting() -> None:
+    """The kubelet adds `<SERVICE>_PORT=tcp://…` for every Service of the namespace unless
+    told not to: the `draco-metrics` Service became DRACO_METRICS_PORT, which the webhook
+    (which does not set it) read as its metrics port and refused, found on a real node."""
+    for values in ((), ("-f", str(ALL_ENABLED))):
+        objs = objects(template(*values))
+        services = [o["metadata"]["name"] for o in objs if o["kind"] == "Service"]
+        assert any(name.startswith("draco-") for name in services)
+        for dep in (o for o in objs if o["kind"] == "Deployment"):
+            assert dep["spec"]["template"]["spec"]["enableServiceLinks"] is False, \
+                dep["metadata"]["name"]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("--set", "bogus=1"), "additional properties 'bogus' not allowed"),
     (("--set", "controllers.eviction.bogus=1"), "additional properties 'bogus' not allowed"),

@@ -30,6 +30,7 @@ from operators.apiserver.testing import EmbeddedCluster, Kubectl, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 HACK_CLUSTER = ROOT / "hack" / "cluster"
+HACK_IMAGE = ROOT / "hack" / "image"
 # Cluster-scoped kinds a test may create; a real-cluster test leaves none behind.
 CLUSTER_SCOPED = (
     "/apis/resource.draco.dev/v1alpha1/devicetaintrules",
@@ -83,20 +84,23 @@ class RealCluster:
         self.admin_kubeconfig = directory / "kubeconfig"
 
     @classmethod
-    def start(cls, k8s: str, directory: Path, nodes: int = 2, private: bool = False) -> RealCluster:
+    def start(cls, k8s: str, directory: Path, nodes: int = 2, private: bool = False,
+              real_node: bool = False) -> RealCluster:
         """The shared cluster of version K8S (reused from DRACO_CLUSTER_DIR… if set), or
-        with `private` one for a single test that reads or changes cluster-wide state."""
-        reuse = None if private else os.environ.get(reuse_variable(k8s))
+        with `private` one for a single test that reads or changes cluster-wide state
+        (`real_node`: with the machine's one real node, `hack/cluster up --real-node`)."""
+        reuse = None if private or real_node else os.environ.get(reuse_variable(k8s))
         if reuse:
             return cls(Path(reuse), owned=False).install_crds()
         proc = subprocess.run(
-            [str(HACK_CLUSTER), "up", "--k8s", k8s, "--dir", str(directory), "--nodes", str(nodes)],
+            [str(HACK_CLUSTER), "up", "--k8s", k8s, "--dir", str(directory), "--nodes", str(nodes),
+             *(["--real-node"] if real_node else [])],
             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=3000,
         )
         if proc.returncode != 0:
             raise RuntimeError(f"hack/cluster up --k8s {k8s} failed (exit {proc.returncode}):\n"
                                f"{proc.stderr[-4000:]}")
-        return cls(directory, owned=True, private=private).install_crds()
+        return cls(directory, owned=True, private=private or real_node).install_crds()
 
     def install_crds(self) -> RealCluster:
         """`kubectl apply -f crds/`, as a user installs draco's CRDs."""
@@ -135,7 +139,7 @@ class RealCluster:
     def stop(self) -> None:
         if self.owned:
             subprocess.run([str(HACK_CLUSTER), "down", "--dir", str(self.dir)],
-                           capture_output=True, timeout=60)
+                           capture_output=True, timeout=180)
 
 
 class Backend:

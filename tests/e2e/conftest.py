@@ -9,15 +9,24 @@ development; `DRACO_CLUSTER_DIR=DIR` reuses a cluster already started with
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.backends import HACK_CLUSTER, Backend, EmbeddedBackend, RealBackend, RealCluster
+from tests.e2e.backends import (
+    HACK_CLUSTER,
+    HACK_IMAGE,
+    Backend,
+    EmbeddedBackend,
+    RealBackend,
+    RealCluster,
+)
 from tests.operator_threads import operator_threads
 
 
@@ -35,6 +44,28 @@ def _namespace(cluster: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
         yield backend
     finally:
         backend.cleanup()
+
+
+def _build_image(out: Path) -> tuple[str, float]:
+    started = time.monotonic()
+    done = subprocess.run([str(HACK_IMAGE), "--out", str(out)], capture_output=True, text=True,
+                          timeout=1500, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"hack/image failed:\n{done.stderr[-3000:]}"
+    digest = done.stdout.strip().splitlines()[-1]
+    return digest, time.monotonic() - started
+
+
+@pytest.fixture(scope="session")
+def draco_image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, float]:
+    """draco's image from `hack/image`, built twice (both must give one digest): the
+    folder of the second build, the digest, and what that warm rebuild took."""
+    if os.geteuid() != 0:
+        pytest.fail("hack/image needs root (mmdebstrap and chroot); CI runs as root")
+    out = tmp_path_factory.mktemp("image")
+    digest, _ = _build_image(out / "first")  # may make the Debian base and fetch wheels: cold
+    again, seconds = _build_image(out / "second")  # warm: what a rebuild costs
+    assert again == digest, "two builds of one commit gave two digests"
+    return out / "second", digest, seconds
 
 
 @pytest.fixture(scope="session")

@@ -7,12 +7,10 @@ without it the test fails and says so."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tarfile
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,30 +18,12 @@ import pytest
 from operators.apiserver.runner import free_port
 from tests.e2e.backends import RealBackend
 
-ROOT = Path(__file__).resolve().parents[2]
-HACK_IMAGE = ROOT / "hack" / "image"
-
 pytestmark = pytest.mark.real
 
 
-def build(out: Path) -> tuple[str, float]:
-    started = time.monotonic()
-    done = subprocess.run([str(HACK_IMAGE), "--out", str(out)], capture_output=True, text=True,
-                          timeout=1500, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, f"hack/image failed:\n{done.stderr[-3000:]}"
-    digest = done.stdout.strip().splitlines()[-1]
-    return digest, time.monotonic() - started
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, float]]:
-    if os.geteuid() != 0:
-        pytest.fail("hack/image needs root (mmdebstrap and chroot); CI runs as root")
-    out = tmp_path_factory.mktemp("image")
-    digest, _ = build(out / "first")  # may make the Debian base and fetch wheels: cold
-    again, seconds = build(out / "second")  # warm: what a rebuild costs
-    assert again == digest, "two builds of one commit gave two digests"
-    yield out / "second", digest, seconds
+@pytest.fixture
+def built(draco_image: tuple[Path, str, float]) -> tuple[Path, str, float]:
+    return draco_image
 
 
 def unpack(archive: Path, into: Path) -> tuple[dict[str, object], Path]:

@@ -320,6 +320,11 @@ def who_am_i(cluster: RealCluster, kubeconfig: Path) -> dict[str, Any]:
         return dict(json.loads(resp.read()))
 
 
+# Subresources only newer servers check: writing a claim's allocation or reservedFor also
+# needs `resourceclaims/binding` from 1.36 (DRAResourceClaimGranularStatusAuthorization).
+NEWER_THAN_134 = {"resourceclaims/binding"}
+
+
 def rule_text(rule: dict[str, Any]) -> str:
     groups = ",".join(g or "core" for g in rule["apiGroups"])
     return f"{groups} {','.join(rule['resources'])}: {','.join(rule['verbs'])}"
@@ -339,6 +344,8 @@ def test_each_rule_of_the_controllers_cluster_role_is_needed(release: Release, c
         assert finished == {controller: True} and refused == [], refused
         unused = []
         for i, rule in enumerate(rules):
+            if set(rule["resources"]) <= NEWER_THAN_134:
+                continue  # this 1.34 server never asks for it; tests/e2e/test_real_node.py (1.37) does
             release.apply({**role, "rules": rules[:i] + rules[i + 1:]})
             try:
                 wait_for(lambda: len(release.role(controller)["rules"]) == len(rules) - 1, 10,

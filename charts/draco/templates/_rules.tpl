@@ -76,6 +76,9 @@ controllers with low-level event handlers only, so it patches nothing of its own
   resources: [resourceclaims/status]
   verbs: [update, patch]  # allocation and reservedFor as kube-scheduler writes them; a failed binding released
 - apiGroups: [resource.k8s.io]
+  resources: [resourceclaims/binding]
+  verbs: [update, patch]  # 1.36+ (DRAResourceClaimGranularStatusAuthorization): also needed for those two fields
+- apiGroups: [resource.k8s.io]
   resources: [devicetaintrules]
   verbs: [list, watch]  # upstream's own rule, where served
 - apiGroups: [resource.draco.dev]
