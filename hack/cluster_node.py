@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cluster_build import ClusterError, say
-from cluster_node_build import PAUSE_IMAGE
+from cluster_node_build import PAUSE_IMAGE, apt_install
 
 NODE_DIR = Path(os.environ.get("DRACO_NODE_DIR", "/var/lib/draco-node"))
 NODE_NAME = "real-0"
@@ -64,10 +64,10 @@ def check_machine() -> None:
     """What the real node needs from this machine, each missing piece said plainly."""
     if os.geteuid() != 0:
         raise ClusterError("--real-node needs root (containerd, runc, cgroups, the bridge)")
-    missing = [tool for tool in ("iptables", "ip", "mount", "umount") if shutil.which(tool) is None]
-    if missing:
-        raise ClusterError(f"--real-node needs {', '.join(missing)} on PATH "
-                           "(apt-get install iptables iproute2 mount)")
+    packages = {"iptables": "iptables", "ip": "iproute2", "umount": "mount"}
+    missing = [pkg for tool, pkg in packages.items() if shutil.which(tool) is None]
+    if missing:  # kube-proxy programs the Services with iptables
+        apt_install(missing, "the real node needs " + ", ".join(missing))
     if not (CGROUP_ROOT / "memory").is_dir() and not (CGROUP_ROOT / "cgroup.controllers").exists():
         raise ClusterError(f"no cgroup hierarchy under {CGROUP_ROOT}")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -39,6 +40,27 @@ CNI_BINARIES = ("bridge", "host-local")
 # containerd v2.2's pinned sandbox image (its `pinned_images.sandbox` default); pause.c
 # is the same program for every tag, so the one built here serves every kubelet version.
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
+
+
+def apt_install(packages: list[str], why: str) -> None:
+    """Debian's PACKAGES, installed with apt-get when missing (as hack/image does for
+    mmdebstrap); a machine without root or apt gets the command to run instead."""
+    wanted = f"apt-get install {' '.join(packages)}"
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise ClusterError(f"{why}: run `{wanted}` (needs root and apt)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
+    if subprocess.run(install, capture_output=True, env=env).returncode == 0:
+        return
+    subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)  # no lists yet
+    done = subprocess.run(install, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise ClusterError(f"{why}: `{wanted}` failed: {done.stderr.strip()[-500:]}")
+
+
+def _has_libseccomp() -> bool:
+    return shutil.which("pkg-config") is not None and subprocess.run(
+        ["pkg-config", "--exists", "libseccomp"], capture_output=True).returncode == 0
 
 
 def _version_ldflags(version: str) -> str:
@@ -157,12 +179,10 @@ def build_runc() -> Path:
     """runc with seccomp (cgo, libseccomp-dev)."""
 
     def build(work: Path, out: Path, log: Path) -> None:
-        probe = subprocess.run(["pkg-config", "--exists", "libseccomp"], capture_output=True) \
-            if shutil.which("pkg-config") else None
-        if probe is None or probe.returncode != 0:
-            raise ClusterError(
-                "runc needs libseccomp's headers to build with seccomp (the charts set "
-                "seccompProfile: RuntimeDefault): apt-get install libseccomp-dev pkg-config")
+        if not _has_libseccomp():
+            apt_install(["libseccomp-dev", "pkg-config"],
+                        "runc needs libseccomp's headers to build with seccomp (the chart sets "
+                        "seccompProfile: RuntimeDefault)")
         wrapper_module(work, {"github.com/opencontainers/runc": RUNC}, {})
         env = go_env()
         env["CGO_ENABLED"] = "1"

@@ -279,7 +279,9 @@ def test_sigterm_stops_promptly_releases_the_lease_and_the_standby_takes_over_at
     sent = time.time()
     assert a.proc.wait(20) == 0, a.logs()
     stopped = time.time() - sent
-    assert stopped < 30, f"took {stopped:.1f} s to stop: past the chart's termination grace period"
+    # kopf, given our stop flag but holding the signal itself, used to wait 5 s for its
+    # own flag waiter before giving up on it: every stop took > 5 s
+    assert stopped < 4, f"took {stopped:.1f} s to stop"
     lines = [json.loads(line) for line in a.log.read_text().splitlines() if line.startswith("{")]
     assert any(line.get("event") == "released the leader lease" for line in lines), a.logs()
     wait_for(lambda: holder(b).startswith("draco-b_"), 10, 0.05, what="the standby to take the released Lease")
