@@ -138,6 +138,9 @@ def test_both_deployments_run_from_the_image_read_only_and_pass_their_probes(
         (status,) = pod["status"]["containerStatuses"]
         assert status["restartCount"] == 0, describe(helm)
         assert status["imageID"] == image_config_digest(image_dir, digest), status
+        became_ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
+        took = stamp(became_ready["lastTransitionTime"]) - stamp(status["state"]["running"]["startedAt"])
+        assert took < 30, f"{name} was Ready {took:.0f} s after its container started"
         # as the chart declares: UID 65532, a read-only root, writes only where it mounts
         probe = exec_in(helm, name, 'id -u; grep " / " /proc/self/mounts | cut -d" " -f4; '
                                     "for d in / /opt/draco /home/nonroot /tmp; do "
