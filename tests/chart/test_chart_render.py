@@ -72,9 +72,12 @@ def test_default_render_is_a_hardened_two_replica_deployment() -> None:
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     kinds = sorted(o["kind"] for o in objs)
     assert kinds == sorted(["ServiceAccount", "Deployment", "Service", "PodDisruptionBudget", "Role",
-                            "RoleBinding", *["ClusterRole"] * 6, *["ClusterRoleBinding"] * 4])
+                            "RoleBinding", *["ClusterRole"] * 6, *["ClusterRoleBinding"] * 4,
+                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])
+    cluster_scoped = ("ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding")
     for o in objs:
-        if o["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+        if o["kind"] not in cluster_scoped:
             assert o["metadata"]["namespace"] == "draco-system", o["kind"]
 
 
