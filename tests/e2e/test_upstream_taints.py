@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -250,7 +251,7 @@ def test_136_auto_slice_taint_is_evicted_once_by_upstream_and_draco_rules_by_dra
     make_pod(b, "b", "d1")
     make_pod(b, "c", "d2")
     op = operator_136(("eviction",), SETTINGS)
-    wait_ownership(op, UPSTREAM)
+    wait_ownership(op, replace(UPSTREAM, extended_claims=False))  # 1.36 misses extended-resource pods
     since = audit_offset(b)
     b.merge_patch(f"{SLICES}/{b.node}-{b.ns}", {"spec": {"devices": [
         {"name": "d0", "taints": [{"key": KEY, "effect": "NoExecute"}]}, {"name": "d1"}, {"name": "d2"}]}})
