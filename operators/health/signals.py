@@ -16,7 +16,7 @@ from typing import Any
 
 from operators.cel import compile_selector
 from operators.health.policy import DeviceSignal, HealthPolicy, PodHealthSignal, SliceTaintSignal
-from operators.model import DeviceID
+from operators.model import DeviceID, Pod
 from operators.tracker.views import DeviceView
 
 SLICE_SOURCE = "ResourceSlice/"
@@ -68,27 +68,13 @@ def _slice_signal(signal: SliceTaintSignal, view: DeviceView) -> tuple[str, date
     return None
 
 
-def pod_health(pods: Iterable[Mapping[str, Any]]) -> dict[DeviceID, set[str]]:
-    """Each device's health as kubelets report it in pods' status (KEP-4680):
-    `containerStatuses[].allocatedResourcesStatus[].resources[]` with a resourceID of
-    `<driver>/<pool>/<device>`. Entries that do not read as that are skipped."""
+def pod_health(pods: Iterable[Pod]) -> dict[DeviceID, set[str]]:
+    """Each device's health as kubelets report it in the status of the pods using it
+    (KEP-4680, parsed into `Pod.device_health`)."""
     out: dict[DeviceID, set[str]] = {}
     for pod in pods:
-        status = pod.get("status") if isinstance(pod, Mapping) else None
-        if not isinstance(status, Mapping):
-            continue
-        for key in ("containerStatuses", "initContainerStatuses"):
-            for cs in status.get(key) or ():
-                for entry in (cs.get("allocatedResourcesStatus") or ()) if isinstance(cs, Mapping) else ():
-                    if not isinstance(entry, Mapping) or not str(entry.get("name", "")).startswith("claim:"):
-                        continue
-                    for res in entry.get("resources") or ():
-                        if not isinstance(res, Mapping):
-                            continue
-                        parts = str(res.get("resourceID", "")).split("/")
-                        if len(parts) != 3 or not all(parts):
-                            continue
-                        out.setdefault(DeviceID(*parts), set()).add(str(res.get("health") or "Unknown"))
+        for device, health in pod.device_health:
+            out.setdefault(device, set()).add(health)
     return out
 
 
