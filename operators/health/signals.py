@@ -3,8 +3,11 @@ patched attributes a CEL `device` signal sees) and pods' status (the kubelet's
 `allocatedResourcesStatus`), turned into the plain maps `decisions.decide` takes.
 
 A CEL expression that does not compile or fails on a device is no signal: it is a
-problem of the policy, said in its status and an Event, and that device is left as it
-was (fail closed: an expression draco cannot evaluate never taints or clears anything).
+problem of the policy, said in its status, and that device is left as it was (fail
+closed: an expression draco cannot evaluate never taints or clears anything). One
+failure is not a failure: reading an attribute the device does not have (`no such
+key`) means the device does not report it, so the signal does not hold; a monitor that
+deletes its ResourceSlicePatch on recovery clears the signal that way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from operators.model import DeviceID, Pod
 from operators.tracker.views import DeviceView
 
 SLICE_SOURCE = "ResourceSlice/"
+# The CEL runtime's error for an attribute (or capacity) the device does not have.
+MISSING = "no such key"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +119,9 @@ def observe(policy: HealthPolicy, views: Iterable[DeviceView],
                 found = (f"pod health {bad[0]}", None) if bad else None
             elif i in compiled:
                 result = compiled[i].evaluate(_CelView(view))
-                if result.error is not None:
+                if result.error is not None and result.error.startswith(MISSING):
+                    pass  # the device does not report that attribute: no signal from it
+                elif result.error is not None:
                     out.problems.append(f"signals[{i}].device.cel on {'/'.join(view.id)}: {result.error}")
                     out.unknown.add(view.id)
                 elif result.matched:

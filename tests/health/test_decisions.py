@@ -164,3 +164,20 @@ def test_limit_rounds_up_and_is_at_least_one() -> None:
     assert policy(maxUnavailable="0%").limit(100) == 1
     assert policy(maxUnavailable=0).limit(100) == 0
     assert policy().limit(100) is None
+
+
+def test_a_device_signal_reads_a_missing_attribute_as_no_signal_and_other_errors_as_unknown() -> None:
+    from operators.health.signals import observe
+    from operators.model import Attribute
+    from operators.tracker.views import DeviceView
+
+    def view(i: int, attrs: dict[str, Any]) -> DeviceView:
+        from operators.model.devices import Device
+        return DeviceView(gpu(i), Device(gpu(i)), attributes=attrs)
+
+    p = policy(signals=[{"device": {"cel": 'device.attributes["example.com"].state == "degraded"'}}])
+    seen = observe(p, [view(0, {"example.com/state": Attribute("string", "degraded")}), view(1, {})])
+    assert set(seen.active) == {gpu(0)} and seen.unknown == set() and seen.problems == []
+    p = policy(signals=[{"device": {"cel": 'device.attributes["example.com"].state / 0 == 1'}}])
+    seen = observe(p, [view(0, {"example.com/state": Attribute("int", 2)})])
+    assert seen.unknown == {gpu(0)} and "signals[0].device.cel" in seen.problems[0]
