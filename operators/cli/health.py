@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _cluster_policies() -> list[dict[str, Any]]:
+def cluster_policies(quiet: bool = False) -> list[dict[str, Any]]:
     api = kube_api()
     method, url, headers, _, _ = api.param_serialize("GET", POLICIES, header_params={"Accept": "application/json"},
                                                      auth_settings=["BearerToken"])
@@ -48,7 +48,8 @@ def _cluster_policies() -> list[dict[str, Any]]:
         resp = api.call_api(method, url, header_params=headers)
         resp.read()
     except Exception as exc:  # noqa: BLE001 - the CRD may not be installed: say so, show the rest
-        warn(f"cannot list DeviceHealthPolicies: {exc}")
+        if not quiet:
+            warn(f"cannot list DeviceHealthPolicies: {exc}")
         return []
     import json
 
@@ -88,6 +89,20 @@ def preview(objects: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
     return out
 
 
+def by_device(objects: list[dict[str, Any]], now: datetime) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    """For `draco devices`: each device's health under each policy (signal, state, rule)."""
+    out: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    if not any(isinstance(o, dict) and o.get("kind") == KIND for o in objects):
+        return out
+    for name, status in preview(objects, now)["policies"].items():
+        for d in status["devices"]:
+            entry = {"policy": name, "state": d["state"], "signal": d.get("signal")}
+            if d.get("rule") and d["state"] in ("Tainted", "Recovering"):
+                entry["rule"] = d["rule"]
+            out.setdefault((d["driver"], d["pool"], d["device"]), []).append(entry)
+    return out
+
+
 def table(doc: dict[str, Any]) -> str:
     rows = []
     for name, status in doc["policies"].items():
@@ -115,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         objects, warnings = load_cluster_objects(CLUSTER_SOURCES)
         for w in warnings:
             warn(w)
-        objects += _cluster_policies()
+        objects += cluster_policies()
     doc = preview(objects, now)
     doc["now"] = rfc3339(now)
     emit(doc, args.output, table)

@@ -45,6 +45,7 @@ SIGNAL_LABEL = "resource.draco.dev/health-signal"
 RULES_PATH = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
 LIST_MAX = 50
 STATES = ("Tainted", "HeldBack", "Pending", "Recovering")
+STATUS_INTERVAL = 10.0  # seconds between status writes that change only the device list
 
 
 class HealthWriter(Protocol):
@@ -147,6 +148,8 @@ class HealthController:
         self.rule_writes = 0
         self.passes = 0
         self.next_wake: datetime | None = None
+        self.status_written: dict[str, float] = {}  # policy -> when its status was last written
+        self.status_pending: dict[str, float] = {}  # policy -> when a held-back status write is due
         self._wake = asyncio.Event()
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -160,6 +163,8 @@ class HealthController:
         if event_type == "DELETED":
             self.policies.pop(name, None)
             self.memory.pop(name, None)
+            self.status_written.pop(name, None)
+            self.status_pending.pop(name, None)
         else:
             try:
                 parsed, error = parse_health_policy(body), None
@@ -252,6 +257,7 @@ class HealthController:
             for name, _ in owned.values():
                 if rules[name].meta.annotations.get(POLICY_LABEL) is not None:
                     await self._delete(name)
+        wakes += [datetime.fromtimestamp(t, UTC) for t in self.status_pending.values()]
         self.next_wake = min(wakes) if wakes else None
 
     async def _apply(self, policy: HealthPolicy, d: Decision, owned: Mapping[DeviceID, tuple[str, str]],
@@ -290,10 +296,20 @@ class HealthController:
 
     async def _write_status(self, name: str, entry: _Policy, d: Decision, problems: list[str],
                             now: datetime) -> None:
+        """Counts, conditions and problems are written when they change; a change only in
+        the device list (a flapping device's `until`, say) waits up to STATUS_INTERVAL,
+        so a flapping signal does not cost a status write a second."""
         assert entry.parsed is not None
         status = status_of(entry.parsed, d, self.recovered[name], problems, entry.status, now)
         if _same(status, entry.status):
             return
+        summary_same = _same({**status, "devices": []}, {**entry.status, "devices": []})
+        last = self.status_written.get(name, 0.0)
+        if summary_same and now.timestamp() - last < STATUS_INTERVAL:
+            self.status_pending[name] = last + STATUS_INTERVAL
+            return
+        self.status_pending.pop(name, None)
+        self.status_written[name] = now.timestamp()
         was_throttled = any(c.get("type") == "Throttled" and c.get("status") == "True"
                             for c in entry.status.get("conditions") or ())
         await self.writer.patch_status(name, status)

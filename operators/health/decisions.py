@@ -83,10 +83,10 @@ def decide(policy: HealthPolicy, selected: Iterable[DeviceID],
     """ACTIVE maps a device with a signal to (the signal's text, when it started if known);
     SIBLINGS maps a device to those sharing its counter sets (partitions of one GPU);
     RULED maps each device the policy holds a rule for to the rule's taint value."""
-    chosen = sorted(set(selected))
+    chosen = set(selected)
     out = Decision(selected=len(chosen), limit=policy.limit(len(chosen)))
     effective: dict[DeviceID, tuple[str, datetime | None]] = {
-        d: active[d] for d in chosen if d in active}
+        d: signal for d, signal in active.items() if d in chosen}
     if policy.partitions:
         for d in sorted(effective):
             text, since = effective[d]

@@ -55,3 +55,15 @@ def test_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["POLICY", "DEVICE", "STATE", "SIGNAL", "UNTIL"]
     assert "nvidia-gpus: 4 selected, 1 tainted, 1 pending, 0 held back" in out
+
+
+def test_devices_show_each_devices_health_and_its_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["devices", "--from", EXAMPLES[0], "--from", EXAMPLES[1], "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    health = {d["device"]: d["health"] for d in doc["devices"]}
+    assert health["gpu-2"] == [] and health["gpu-1"] == []  # gpu-1's XID 13 is not fatal
+    assert [h["signal"] for h in health["gpu-0"]] == ["gpu.nvidia.com/xid=79"]
+    assert [h["signal"] for h in health["gpu-3"]] == ["pod health Unhealthy"]
+    assert doc["errors"] == []
+    assert main(["devices", "--from", EXAMPLES[0]]) == 0  # no policy: no column
+    assert "HEALTH" not in capsys.readouterr().out
