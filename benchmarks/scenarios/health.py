@@ -22,6 +22,7 @@ from typing import Any
 
 from benchmarks import generate
 
+EXPLICIT_ONLY = True  # a minute of flapping: run with --only health
 XID = "gpu.nvidia.com/xid"
 POLICY = {"apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceHealthPolicy",
           "metadata": {"name": "bench"},
