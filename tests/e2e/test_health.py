@@ -162,3 +162,43 @@ def test_a_signal_draco_cannot_evaluate_taints_nothing_and_says_why(
                  what="the problem in the status")
     assert "signals[0].device.cel" in s["problems"][0]
     assert rule_of(b, "broken", "gpu-0") is None
+
+
+def test_the_replacement_lands_on_a_healthy_device_and_the_recovered_one_is_allocatable_again(
+        embedded: Backend, operator_embedded: Any) -> None:
+    """With draco's allocator: while the policy's rule holds gpu-0, a new claim gets gpu-1;
+    once the driver's taint is gone and `clearAfter` passed, the last free device, gpu-0,
+    is allocated again."""
+    from tests.e2e.test_allocator_e2e import (
+        allocated,
+        claim_body,
+        claims_path,
+        device_class,
+        gated_pod,
+    )
+
+    b = embedded
+    devices = ["gpu-0", "gpu-1"]
+    publish(b, devices, {})
+    device_class(b)
+    settings = SimpleNamespace(**vars(SETTINGS), allocation_timeout=10.0, narrowing_timeout=300.0)
+    operator_embedded(("health", "allocator"), settings)
+    policy(b, "nvidia", clearAfter="1s")
+    wait_for(lambda: status(b, "nvidia").get("selected") == 2, 20, what="the policy's first status")
+    publish(b, devices, {"gpu-0": "79"})
+    wait_for(lambda: rule_of(b, "nvidia", "gpu-0"), 20, what="the policy's rule")
+    time.sleep(0.5)  # the rule reaches the allocator's view through its watch
+
+    def device_of(claim: str) -> str:
+        found = wait_for(lambda: allocated(b, claim), 20, what=f"{claim} allocated")
+        return str(found["status"]["allocation"]["devices"]["results"][0]["device"])
+
+    b.create(claims_path(b), claim_body("replacement"))
+    gated_pod(b, "replacement", "replacement")
+    assert device_of("replacement") == "gpu-1"
+    publish(b, devices, {})
+    wait_for(lambda: rule_of(b, "nvidia", "gpu-0") is None, 20, what="the rule deleted after clearAfter")
+    time.sleep(0.5)
+    b.create(claims_path(b), claim_body("after"))
+    gated_pod(b, "after", "after")
+    assert device_of("after") == "gpu-0"
