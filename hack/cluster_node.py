@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -179,7 +178,7 @@ def _start(name: str, argv: list[str], cluster_dir: Path) -> None:
     (cluster_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
     except OSError:
@@ -205,7 +204,7 @@ def _wait(check: Callable[[], bool], seconds: float, what: str, cluster_dir: Pat
         for name in watch:
             with contextlib.suppress(OSError, ValueError):
                 pid = int((cluster_dir / f"{name}.pid").read_text())
-                if not _alive(pid):
+                if not process_alive(pid):
                     raise ClusterError(f"{name} exited while waiting for {what}; the tail of "
                                        f"{cluster_dir / (name + '.log')}:\n"
                                        f"{_log_tail(cluster_dir, name)}")
@@ -230,7 +229,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _owner() -> Path | None:
+def node_owner() -> Path | None:
     with contextlib.suppress(OSError):
         return Path((NODE_DIR / "owner").read_text().strip())
     return None
@@ -242,8 +241,10 @@ def start_node(cluster_dir: Path, kubeconfig: Path, paths: dict[str, Path], vers
     """Start the real node for the cluster in CLUSTER_DIR (API_GET(path) reads its API
     server) and wait until the Node is Ready and the driver's ResourceSlice is there.
     Returns what cluster.json records about it."""
+    from cluster_node_teardown import kube_chains_exist, stop_node  # it imports this module
+
     check_machine()
-    owner = _owner()
+    owner = node_owner()
     if owner is not None and owner != cluster_dir:
         live = [n for n in NODE_PROCESSES if _pid_alive(owner, n)]
         if live:
@@ -252,7 +253,7 @@ def start_node(cluster_dir: Path, kubeconfig: Path, paths: dict[str, Path], vers
                                f"`hack/cluster down --dir {owner}` first")
     if owner is not None:
         stop_node(owner, quiet=True)  # whatever a killed run left behind
-    elif _kube_chains_exist():
+    elif kube_chains_exist():
         raise ClusterError("this machine's iptables already hold KUBE-* chains of a kubelet or "
                            "kube-proxy that is not draco's real node; the real node's teardown "
                            "removes them, so it will not start here")
@@ -338,7 +339,7 @@ def _slice_published(api_get: Callable[[str], tuple[int, object]]) -> bool:
 
 def _pid_alive(cluster_dir: Path, name: str) -> bool:
     with contextlib.suppress(OSError, ValueError):
-        return _alive(int((cluster_dir / f"{name}.pid").read_text()))
+        return process_alive(int((cluster_dir / f"{name}.pid").read_text()))
     return False
 
 
@@ -353,10 +354,10 @@ def _read_sysctls() -> dict[str, str]:
 def load_image(cluster_dir: Path, archive: Path) -> str:
     """Import an image archive into the real node's containerd (namespace k8s.io, as the
     kubelet sees it), keeping its name and digest; returns ctr's report."""
-    if _owner() != cluster_dir or not (NODE_DIR / "containerd.sock").exists():
+    if node_owner() != cluster_dir or not (NODE_DIR / "containerd.sock").exists():
         raise ClusterError(f"the cluster in {cluster_dir} has no real node "
                            f"(start it with `hack/cluster up --real-node`)")
-    ctr = _binaries().get("ctr", "ctr")
+    ctr = node_binaries().get("ctr", "ctr")
     proc = subprocess.run([ctr, "--address", str(NODE_DIR / "containerd.sock"), "-n", "k8s.io",
                            "images", "import", "--all-platforms", str(archive)],
                           capture_output=True, text=True)
@@ -365,220 +366,7 @@ def load_image(cluster_dir: Path, archive: Path) -> str:
     return proc.stdout.strip()
 
 
-# --------------------------------------------------------------------------- teardown
-
-
-def _signal_all(cluster_dir: Path, names: tuple[str, ...], sig: int) -> list[int]:
-    pids = []
-    for name in names:
-        with contextlib.suppress(OSError, ValueError):
-            pid = int((cluster_dir / f"{name}.pid").read_text())
-            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
-            if _alive(pid) and exe == name:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-                pids.append(pid)
-    return pids
-
-
-def _stop_processes(cluster_dir: Path) -> None:
-    for name in NODE_PROCESSES[:-1]:  # containerd last: it must outlive the kubelet
-        _stop_one(cluster_dir, name)
-    _kill_containers()
-    _stop_one(cluster_dir, "containerd")
-    _kill_containers()
-
-
-def _stop_one(cluster_dir: Path, name: str) -> None:
-    pids = _signal_all(cluster_dir, (name,), signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _node_processes() -> list[int]:
-    """This node's shims and runc (named by their command line, which carries NODE_DIR)
-    and every process in the kubelet's pod cgroups (the containers and their pause)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if os.path.basename(argv[0].decode(errors="replace")) in (
-                    "containerd-shim-runc-v2", "runc") and str(NODE_DIR).encode() in b" ".join(argv):
-                found.add(int(entry.name))
-    pods = CGROUP_ROOT / "pids" / "kubepods"
-    if not pods.is_dir():
-        pods = CGROUP_ROOT / "kubepods"  # a cgroup v2 host
-    if pods.is_dir():
-        for procs in pods.rglob("cgroup.procs"):
-            with contextlib.suppress(OSError, ValueError):
-                found.update(int(line) for line in procs.read_text().split())
-    found.discard(os.getpid())
-    return sorted(found)
-
-
-def _kill_containers() -> None:
-    """Every container and shim of this node, SIGKILLed (graceful stops are the
-    kubelet's job while it runs; teardown only makes sure nothing is left)."""
-    for _ in range(5):
-        pids = _node_processes()
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-
-
-def _remove_shim_sockets() -> None:
-    """containerd keeps shim sockets in /run/containerd/s whatever its state folder; with
-    the shims gone, ours are the ones nobody listens on any more."""
-    shims = Path("/run/containerd/s")
-    for sock in shims.iterdir() if shims.is_dir() else []:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            try:
-                probe.connect(str(sock))
-            except ConnectionRefusedError:
-                sock.unlink(missing_ok=True)
-            except OSError:
-                pass
-    for folder in (shims, shims.parent):
-        with contextlib.suppress(OSError):
-            folder.rmdir()
-
-
-def _unmount_all() -> None:
-    """Every mount under NODE_DIR (overlay roots, volumes, netns, shm), deepest first."""
-    for _ in range(3):
-        mounts = []
-        with contextlib.suppress(OSError):
-            for line in Path("/proc/self/mountinfo").read_text().splitlines():
-                point = line.split()[4].replace("\\040", " ")
-                if point == str(NODE_DIR) or point.startswith(str(NODE_DIR) + "/"):
-                    mounts.append(point)
-        if not mounts:
-            return
-        for point in sorted(set(mounts), key=len, reverse=True):
-            subprocess.run(["umount", "-l", point], capture_output=True)
-
-
-def _remove_cgroups() -> None:
-    """The kubelet's /kubepods tree in every hierarchy, leaves first (rmdir only: a
-    cgroup with a process left in it stays, and says so)."""
-    left = []
-    for hierarchy in sorted(CGROUP_ROOT.iterdir()) if CGROUP_ROOT.is_dir() else []:
-        top = hierarchy / "kubepods"
-        if not top.is_dir():
-            continue
-        for path in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        try:
-            top.rmdir()
-        except OSError:
-            left.append(str(top))
-    if left:
-        say(f"warning: cgroups still in use, left in place: {', '.join(left)}")
-
-
-def _remove_network() -> None:
-    subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
-    cni_cache = Path("/var/lib/cni/results")
-    if cni_cache.is_dir():
-        for entry in cni_cache.glob(f"{CNI_NETWORK}-*"):
-            entry.unlink(missing_ok=True)
-
-
-def _binaries() -> dict[str, str]:
+def node_binaries() -> dict[str, str]:
     with contextlib.suppress(OSError, ValueError):
         return dict(json.loads((NODE_DIR / "binaries.json").read_text()))
     return {}
-
-
-def _remove_proxy_rules() -> None:
-    """kube-proxy's own cleanup of the KUBE-* chains it wrote."""
-    proxy = _binaries().get("kube-proxy")
-    if proxy and Path(proxy).exists():
-        subprocess.run([proxy, "--cleanup"], capture_output=True, timeout=60)
-
-
-def _kube_chains_exist() -> bool:
-    listed = subprocess.run(["iptables", "-w", "-t", "nat", "-S"], capture_output=True, text=True)
-    return any(line.startswith("-N KUBE-") for line in listed.stdout.splitlines())
-
-
-def _remove_kube_chains() -> None:
-    """What kube-proxy's cleanup leaves: the kubelet's KUBE-* canary and firewall chains,
-    in every table of both families (rules jumping to them first, then the chains)."""
-    for tool in ("iptables", "ip6tables"):
-        if shutil.which(tool) is None:
-            continue
-        for table in ("filter", "nat", "mangle"):
-            listed = subprocess.run([tool, "-w", "-t", table, "-S"], capture_output=True, text=True)
-            if listed.returncode != 0:
-                continue
-            lines = listed.stdout.splitlines()
-            for line in lines:
-                words = line.split()
-                if words[:1] == ["-A"] and not words[1].startswith("KUBE-") and \
-                        any(w.startswith("KUBE-") for w in words[2:]):
-                    subprocess.run([tool, "-w", "-t", table, "-D", *words[1:]], capture_output=True)
-            chains = [line.split()[1] for line in lines
-                      if line.startswith("-N KUBE-")]
-            for chain in chains:
-                subprocess.run([tool, "-w", "-t", table, "-F", chain], capture_output=True)
-            for chain in chains:
-                subprocess.run([tool, "-w", "-t", table, "-X", chain], capture_output=True)
-
-
-def _remove_log_links() -> None:
-    links = Path("/var/log/containers")
-    if links.is_dir():
-        for link in links.iterdir():
-            with contextlib.suppress(OSError):
-                if link.is_symlink() and os.readlink(link).startswith(str(NODE_DIR)):
-                    link.unlink()
-
-
-def _restore_sysctls() -> None:
-    with contextlib.suppress(OSError, ValueError):
-        saved = json.loads((NODE_DIR / "sysctls.json").read_text())
-        for key, value in saved.items():
-            with contextlib.suppress(OSError):
-                (Path("/proc/sys") / key).write_text(value + "\n")
-
-
-def stop_node(cluster_dir: Path, quiet: bool = False) -> None:
-    """Everything the real node of the cluster in CLUSTER_DIR made, gone; a no-op when
-    there is nothing (or the node on this machine belongs to another cluster)."""
-    owner = _owner()
-    if owner is not None and owner != cluster_dir:
-        return
-    if not NODE_DIR.exists() and not (cluster_dir / "kubelet.pid").exists():
-        return
-    _stop_processes(cluster_dir)
-    _remove_proxy_rules()
-    _remove_kube_chains()
-    _remove_shim_sockets()
-    _unmount_all()
-    _remove_cgroups()
-    _remove_network()
-    _remove_log_links()
-    _restore_sysctls()
-    shutil.rmtree(NODE_DIR, ignore_errors=True)
-    if NODE_DIR.exists():
-        _unmount_all()
-        shutil.rmtree(NODE_DIR, ignore_errors=True)
-    if NODE_DIR.exists():
-        raise ClusterError(f"could not remove {NODE_DIR}; see `grep {NODE_DIR} /proc/mounts`")
-    for name in NODE_PROCESSES:
-        (cluster_dir / f"{name}.pid").unlink(missing_ok=True)
-    if not quiet:
-        say(f"stopped the real node {NODE_NAME} and removed {NODE_DIR}")

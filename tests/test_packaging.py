@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_packaged_crds_are_the_files_in_crds() -> None:
     shipped = {p.name: p.read_bytes() for p in (ROOT / "crds").glob("*.yaml")}
     packaged = {p.name: p.read_bytes() for p in PACKAGED_CRDS.glob("*.yaml")}
-    assert shipped == packaged and set(shipped) == {"devicetaintrules.yaml", "resourceslicepatches.yaml"}
+    assert shipped == packaged and set(shipped) == {"devicetaintrules.yaml", "resourceslicepatches.yaml",
+                                                    "devicehealthpolicies.yaml"}
     for body in shipped.values():
         crd = yaml.safe_load(body)
         assert crd["spec"]["group"] == "resource.draco.dev" and crd["spec"]["scope"] == "Cluster"

@@ -19,7 +19,7 @@ from operators.eviction.decisions import plan
 
 RULE = {"apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule",
         "metadata": {"name": "drain", "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1},
-        "spec": {"deviceSelector": {}, "taint": {"key": "example.com/drain", "effect": "NoExecute"}}}
+        "spec": {"deviceSelector": {"all": True}, "taint": {"key": "example.com/drain", "effect": "NoExecute"}}}
 
 
 def decisions(quick: bool) -> dict[str, Any]:

@@ -63,12 +63,7 @@ class Admission:
             raise APIError(400, "; ".join(f'strict decoding error: unknown field "{u}"' for u in unknown))
         obj = schema.default(schema.prune(obj))
         causes = validate_metadata(rt.plural, obj) if old is None else []
-        causes += schema.validate(obj)
-        if old is not None:
-            # Validation ratcheting (GA upstream): a value that did not change is not
-            # rejected again, so a controller can still write the status of an object
-            # a newer schema version or a bug left invalid.
-            causes = [c for c in causes if _at(obj, c["field"]) != _at(old, c["field"])]
+        causes += schema.validate(obj, old)
         if causes:
             name = (obj.get("metadata") or {}).get("name", "")
             raise invalid(rt.group, rt.kind, name, causes)
@@ -165,27 +160,6 @@ def _default(rt: ResourceType, obj: dict[str, Any]) -> None:
         default_claim_spec(obj.get("spec"))
     elif rt.plural == "resourceclaimtemplates":
         default_claim_spec((obj.get("spec") or {}).get("spec"))
-
-
-_MISSING = object()
-
-
-def _at(obj: Any, path: str) -> Any:
-    """The value at a cause's field path (`spec.items[2].name`), or a sentinel."""
-    cur = obj
-    for part in path.replace("[", ".[").split("."):
-        if not part:
-            continue
-        if part.startswith("["):
-            try:
-                cur = cur[int(part[1:-1])]
-            except (ValueError, IndexError, TypeError, KeyError):
-                return _MISSING
-        elif isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        else:
-            return _MISSING
-    return cur
 
 
 def now() -> str:

@@ -24,6 +24,34 @@ from operators.apiserver.validation.causes import (
 
 BLOCKING = {"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany",
             "FieldValueTypeInvalid"}
+_MISSING = object()
+
+
+def ratchet(causes: list[Cause], obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+    """CAUSES without those about a value that OLD already had (none on a create)."""
+    if old is None:
+        return causes
+    return [c for c in causes if value_at(obj, c["field"]) != value_at(old, c["field"])]
+
+
+def value_at(obj: Any, path: str) -> Any:
+    """The value at a cause's field path (`spec.items[2].name`), or a sentinel."""
+    cur = obj
+    for part in path.replace("[", ".[").split("."):
+        if not part:
+            continue
+        if part.startswith("["):
+            try:
+                cur = cur[int(part[1:-1])]
+            except (ValueError, IndexError, TypeError, KeyError):
+                return _MISSING
+        elif isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        else:
+            return _MISSING
+    return cur
+
+
 RULES_SKIPPED = ("Invalid value: null: some validation rules were not checked because the object was "
                  "invalid; correct the existing errors to complete validation")
 
@@ -113,7 +141,11 @@ class StructuralSchema:
 
     # -- validation
 
-    def validate(self, obj: dict[str, Any]) -> list[Cause]:
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[Cause]:
+        """Causes against the schema and its CEL rules. On an update (OLD given), what did
+        not change is not rejected again (validation ratcheting, GA upstream), before
+        deciding whether the rules can run: a controller can still write the status of
+        an object a newer schema version or a bug left invalid."""
         out: list[Cause] = []
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
         root = dict(self.root)
@@ -123,11 +155,13 @@ class StructuralSchema:
         root["required"] = [r for r in root.get("required") or [] if r != "metadata"]
         self._validate_value(body, root, "", out)
         # As upstream: validation rules run only when the schema found no blocking error.
+        out = ratchet(out, obj, old)
         if any(c["reason"] in BLOCKING for c in out):
             if _has_rules(root):
                 out.append({"reason": "FieldValueInvalid", "field": "", "message": RULES_SKIPPED})
         else:
             self._rules(body, root, "", out)
+            out = ratchet(out, obj, old)
         return out
 
     def _rules(self, value: Any, schema: dict[str, Any], path: str, out: list[Cause]) -> None:

@@ -193,6 +193,9 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
     the patches and adds attributes and capacity, which can be long."""
     headers = ["driver", "pool", "device", "node", "taints"]
     headers += ["patched by", "attributes", "capacity", "consumes"] if wide else ["patches"]
+    with_health = any("health" in d for d in doc["devices"])
+    if with_health:
+        headers.append("health")
     rows = []
     for d in doc["devices"]:
         row = [d["driver"], d["pool"], d["device"],
@@ -204,6 +207,8 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
                     ",".join(f"{_short_name(k, d['driver'])}={v['value']}" for k, v in d["capacity"].items()),
                     ";".join(f"{c['counterSet']}:" + ",".join(f"{n}={v}" for n, v in c["counters"].items())
                              for c in d.get("consumesCounters", []))]
+        if with_health:
+            row.append(",".join(f"{h['policy']}:{h['state']}" for h in d.get("health", [])))
         rows.append(row)
     out = render_table(headers, rows) if rows else "No devices.\n"
     if doc.get("counters"):
@@ -229,9 +234,19 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from operators.cli import health
+
     tracker, objects = load_state(args)
     cluster = add_upstream(args, tracker, objects)
     doc = device_document(tracker)
+    # each device's health signals and the rule they caused, where policies exist
+    policies = objects if args.sources else objects + health.cluster_policies(quiet=True)
+    by_device = health.by_device(policies, datetime.now(UTC))
+    if by_device:
+        for record in doc["devices"]:
+            record["health"] = by_device.get((record["driver"], record["pool"], record["device"]), [])
     if cluster is not None:
         doc["cluster"] = cluster  # only against a cluster: files say nothing about servers
     if args.output == "wide":

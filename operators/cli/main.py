@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from operators.cli.inputs import InputError, UsageError, one_line
 
 # Modules under operators.cli, in the order `draco --help` lists them.
-COMMANDS: tuple[str, ...] = ("devices", "allocate", "evictions", "taint", "run", "apiserver", "demo")
+COMMANDS: tuple[str, ...] = ("devices", "allocate", "evictions", "taint", "health", "run", "apiserver", "demo")
 
 
 def version() -> str:

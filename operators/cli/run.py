@@ -24,7 +24,7 @@ import structlog
 from operators.cli.inputs import ClusterError, InputError, UsageError, connection_problem, kube_api
 from operators.cli.options import float_range, int_range, port, seconds
 
-CONTROLLERS = ("eviction", "patches", "allocator", "narrowing")
+CONTROLLERS = ("eviction", "patches", "allocator", "narrowing", "health")
 DEFAULT_CONTROLLERS = CONTROLLERS  # every controller that exists runs without --controllers
 FEEDS = {
     "eviction": ("ResourceSlice", "ResourceClaim", "Pod", "DeviceTaintRule", "DeviceTaintRule.resource.k8s.io"),
@@ -32,6 +32,8 @@ FEEDS = {
     "allocator": ("ResourceSlice", "DeviceClass", "ResourceClaim", "Pod", "DeviceTaintRule",
                   "DeviceTaintRule.resource.k8s.io", "ResourceSlicePatch"),
     "narrowing": ("ResourceClaim", "Pod"),
+    # devices with their slice taints and patched attributes, pods' device health, the rules
+    "health": ("ResourceSlice", "DeviceClass", "Pod", "DeviceTaintRule", "ResourceSlicePatch"),
 }
 
 
@@ -198,6 +200,11 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
         from operators.narrowing.handlers import register as register_narrowing
 
         started["narrowing"] = register_narrowing(registry, tracker, settings, ready=gate.wait)
+
+    if "health" in controllers:
+        from operators.health.handlers import register as register_health
+
+        started["health"] = register_health(registry, tracker, settings)
 
     if int(getattr(settings, "gate_webhook_port", 0) or 0):
         from operators.narrowing.webhook import register as register_webhook

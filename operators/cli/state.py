@@ -22,7 +22,7 @@ from operators.tracker.overlay import Overlay
 IGNORED_KINDS = frozenset({
     "Node", "Namespace", "Event", "ConfigMap", "Secret", "ServiceAccount", "Lease",
     "PodDisruptionBudget", "ResourceClaimTemplate", "CustomResourceDefinition", "Deployment",
-    "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Service",
+    "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Service", "DeviceHealthPolicy",
 })
 
 

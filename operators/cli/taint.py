@@ -2,7 +2,7 @@
 
     draco taint driver=gpu.example.com,pool=node-a,device=gpu-0 example.com/maint=planned:NoExecute
     draco taint pool=node-a example.com/maint:NoExecute-          # remove
-    draco taint "" example.com/drain:NoExecute --all-devices     # every device (explicitly)
+    draco taint "" example.com/drain:NoExecute --all             # every device (deviceSelector {all: true})
     draco taint --migrate [--dry-run]                              # to upstream's rules (1.37+)
 
 Before a NoExecute rule is created, the preview says which devices, pods and namespaces
@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
         "taint", help="taint devices (create or remove a DeviceTaintRule), with a preview",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("selector", metavar="SELECTOR", nargs="?",
-                        help="driver=…,pool=…,device=… (any subset; '' with --all-devices for every device)")
+                        help="driver=…,pool=…,device=… (any subset; '' with --all for every device)")
     parser.add_argument("taint", metavar="KEY[=VALUE]:EFFECT[-]", nargs="?",
                         help="the taint; a trailing '-' removes rules with this selector, key and effect")
     parser.add_argument("--migrate", action="store_true",
@@ -55,8 +55,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--migrate-timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long --migrate waits for upstream's controller per rule (default 60)")
     parser.add_argument("--name", help="rule name (default: derived from selector and taint)")
-    parser.add_argument("--all-devices", action="store_true",
-                        help="required for an empty selector, which taints every device of the cluster")
+    parser.add_argument("--all", "--all-devices", dest="all_devices", action="store_true",
+                        help="taint every device of the cluster: the rule says deviceSelector {all: true} "
+                             "(an empty selector is refused without it)")
     parser.add_argument("--dry-run", action="store_true", help="print the rule and the preview, change nothing")
     parser.add_argument("--yes", "-y", action="store_true", help="do not ask before creating a NoExecute rule")
     parser.add_argument("--from", dest="sources", action="append", default=[], metavar="FILE",
@@ -64,8 +65,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def parse_selector(text: str) -> dict[str, str]:
-    selector: dict[str, str] = {}
+def parse_selector(text: str) -> dict[str, Any]:
+    selector: dict[str, Any] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
@@ -106,7 +107,7 @@ def _plain(message: str) -> str:
     return message.split('": ', 1)[1] if message.startswith("Invalid value: ") and '": ' in message else message
 
 
-def default_name(selector: dict[str, str], key: str, effect: str) -> str:
+def default_name(selector: dict[str, Any], key: str, effect: str) -> str:
     base = selector.get("device") or selector.get("pool") or selector.get("driver") or "all-devices"
     short = key.rpartition("/")[2]
     digest = hashlib.sha256(json.dumps([selector, key, effect], sort_keys=True).encode()).hexdigest()[:6]
@@ -114,7 +115,7 @@ def default_name(selector: dict[str, str], key: str, effect: str) -> str:
     return f"{name[:50]}-{digest}"
 
 
-def rule_object(name: str, selector: dict[str, str], key: str, value: str, effect: str) -> dict[str, Any]:
+def rule_object(name: str, selector: dict[str, Any], key: str, value: str, effect: str) -> dict[str, Any]:
     taint: dict[str, Any] = {"key": key, "effect": effect}
     if value:
         taint["value"] = value
@@ -177,7 +178,11 @@ def run(args: argparse.Namespace) -> int:
     key, value, effect, remove = parse_taint(args.taint)
     if not selector and not args.all_devices:
         raise UsageError("an empty selector taints every device of the cluster (upstream once evicted "
-                         "every DRA pod this way); add --all-devices if that is what you want")
+                         "every DRA pod this way); add --all if that is what you want")
+    if selector and args.all_devices:
+        raise UsageError(f"--all selects every device: give the selector '' instead of {args.selector!r}")
+    if args.all_devices:
+        selector = {"all": True}
     dry_run = args.dry_run or bool(args.sources)
     if remove:
         return _remove(selector, key, effect, args.name, dry_run, args.sources)
@@ -214,8 +219,10 @@ def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _matching_rules(rules: list[Any], selector: dict[str, str], key: str, effect: str,
+def _matching_rules(rules: list[Any], selector: dict[str, Any], key: str, effect: str,
                     name: str | None) -> list[str]:
+    # `--all` also removes a rule stored with the empty selector of before `all` existed
+    same = [selector, {}] if selector == {"all": True} else [selector]
     out = []
     for r in rules:
         if not isinstance(r, dict) or r.get("kind", "DeviceTaintRule") != "DeviceTaintRule":
@@ -225,13 +232,13 @@ def _matching_rules(rules: list[Any], selector: dict[str, str], key: str, effect
         taint = _obj(spec.get("taint"))
         rule_name = meta.get("name")
         if (isinstance(rule_name, str) and (name is None or rule_name == name)
-                and spec.get("deviceSelector") == selector
+                and spec.get("deviceSelector") in same
                 and taint.get("key") == key and taint.get("effect") == effect):
             out.append(rule_name)
     return out
 
 
-def _remove(selector: dict[str, str], key: str, effect: str, name: str | None, dry_run: bool,
+def _remove(selector: dict[str, Any], key: str, effect: str, name: str | None, dry_run: bool,
             sources: list[str]) -> int:
     """Delete the matching rules; with --from the files stand for the cluster (a dry run)."""
     if sources:

@@ -25,6 +25,8 @@ from operators.cli.inputs import InputError
 DRACO_RULES = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
 UPSTREAM_VERSIONS = ("v1", "v1beta2", "v1alpha3")
 CONDITION = "EvictionInProgress"
+# What the chart's guard policy (upstreamRuleGuard) wants on an upstream rule that selects every device.
+ALL_DEVICES = "resource.draco.dev/all-devices"
 
 Call = Callable[[str, str, Any], tuple[int, Any]]
 
@@ -55,10 +57,19 @@ def upstream_rule(rule: dict[str, Any], version: str) -> dict[str, Any]:
     out_spec: dict[str, Any] = {"taint": {k: taint[k] for k in ("key", "value", "effect", "timeAdded")
                                           if taint.get(k) not in (None, "")}}
     if spec.get("deviceSelector") is not None:
-        out_spec["deviceSelector"] = {k: v for k, v in (spec.get("deviceSelector") or {}).items()
-                                      if k in ("driver", "pool", "device")}
+        out_spec["deviceSelector"] = _upstream_selector(spec.get("deviceSelector"))
+        if (spec.get("deviceSelector") or {}).get("all") is True:
+            # upstream's empty selector is every device; the guard policy wants it said
+            out_meta["annotations"][ALL_DEVICES] = "true"
     return {"apiVersion": f"resource.k8s.io/{version}", "kind": "DeviceTaintRule",
             "metadata": out_meta, "spec": out_spec}
+
+
+def _upstream_selector(selector: Any) -> dict[str, Any] | None:
+    """A selector as upstream's rule has it: `all: true` is upstream's empty selector."""
+    if not isinstance(selector, dict):
+        return None
+    return {k: v for k, v in selector.items() if k in ("driver", "pool", "device")}
 
 
 def _message(body: Any, status: int) -> str:
@@ -70,7 +81,7 @@ def _message(body: Any, status: int) -> str:
 def _same_spec(a: dict[str, Any], b: dict[str, Any]) -> bool:
     sa, sb = a.get("spec") or {}, b.get("spec") or {}
     ta, tb = dict(sa.get("taint") or {}), dict(sb.get("taint") or {})
-    return (sa.get("deviceSelector") == sb.get("deviceSelector")
+    return (_upstream_selector(sa.get("deviceSelector")) == _upstream_selector(sb.get("deviceSelector"))
             and all(ta.get(k) == tb.get(k) for k in ("key", "value", "effect", "timeAdded")))
 
 

@@ -80,10 +80,12 @@ def add_upstream(args: argparse.Namespace, tracker: Tracker,
     else:
         caps = discover_cluster(probe=probe)
         rules = _list_rules(caps.rule_version) if caps.rule_version else []
-        ownership = ownership_for(mode, caps.upstream_evicts)
+        ownership = ownership_for(mode, caps.upstream_evicts, caps.server_version)
         record = {**caps.to_record(), "sliceTaints": mode,
                   "sliceTaintsEvictedBy": "upstream" if ownership.slice_taints else "draco",
-                  "upstreamRulesEvictedBy": "upstream" if ownership.upstream_rules else "draco"}
+                  "upstreamRulesEvictedBy": "upstream" if ownership.upstream_rules else "draco",
+                  "extendedResourcePodsEvictedBy": "upstream" if ownership.extended_claims and
+                  ownership.slice_taints else "draco"}
     with tracker.batch():
         for obj in rules:
             tracker.apply({"type": "ADDED", "object": obj})
@@ -92,7 +94,8 @@ def add_upstream(args: argparse.Namespace, tracker: Tracker,
 
 def ownership_of(args: argparse.Namespace, record: dict[str, Any] | None) -> Ownership:
     """Who evicts for what; with files (no discovery) `auto` means draco."""
-    return ownership_for(getattr(args, "slice_taints", "auto"), bool(record and record["upstreamEvicts"]))
+    return ownership_for(getattr(args, "slice_taints", "auto"), bool(record and record["upstreamEvicts"]),
+                         record.get("serverVersion") if record else None)
 
 
 def describe(record: dict[str, Any]) -> str:

@@ -20,8 +20,9 @@ DeviceTaintRules are draco's alone: upstream cannot see them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from operators.eviction.tolerations import eviction_time
@@ -51,6 +52,11 @@ class Ownership:
 
     slice_taints: bool = False
     upstream_rules: bool = False
+    # Whether upstream's controller sees a pod's extended-resource claim (KEP-5004,
+    # `status.extendedResourceClaimStatus`): from 1.37 it does; before, it reads only
+    # `spec.resourceClaims` and never evicts such a pod (kubernetes/kubernetes#141290),
+    # so draco does not leave it to upstream.
+    extended_claims: bool = True
 
     def upstream_evicts(self, source: str) -> bool:
         if source.startswith(SLICE_PREFIX):
@@ -65,16 +71,41 @@ UPSTREAM = Ownership(slice_taints=True, upstream_rules=True)
 SLICE_TAINT_MODES = ("auto", "draco", "upstream")
 
 
-def ownership_for(mode: str, upstream_evicts: bool) -> Ownership:
+def ownership_for(mode: str, upstream_evicts: bool, server_version: str | None = None) -> Ownership:
     """`--slice-taints`: `auto` leaves slice taints (and upstream's own rules) to upstream
-    where its controller runs by default (`upstream_evicts`, from discovery); `draco`
-    is for clusters whose administrators turned upstream's controller off, so draco
-    evicts for upstream's rules too; `upstream` defers whatever discovery says."""
+    where its controller runs by default (`upstream_evicts`, from discovery), except for
+    pods whose device came through an extended resource on servers before 1.37, which
+    upstream's controller does not see; `draco` is for clusters whose administrators
+    turned upstream's controller off, so draco evicts for upstream's rules too;
+    `upstream` defers whatever discovery and the version say."""
     if mode not in SLICE_TAINT_MODES:
         raise ValueError(f"unknown --slice-taints mode {mode!r}; choose from {', '.join(SLICE_TAINT_MODES)}")
-    if mode == "upstream" or (mode == "auto" and upstream_evicts):
+    if mode == "upstream":
         return UPSTREAM
+    if mode == "auto" and upstream_evicts:
+        return replace(UPSTREAM, extended_claims=sees_extended_claims(server_version))
     return DRACO_ALONE
+
+
+def sees_extended_claims(server_version: str | None) -> bool:
+    """Whether upstream's eviction controller of this version evicts pods for their
+    extended-resource claim: 1.37 and later (read in its code: 1.36.3 walks only
+    `spec.resourceClaims`, 1.37 every claim of the pod). A version draco cannot read
+    counts as seeing them: then draco still evicts such a pod once upstream's grace
+    (`upstream_grace`) is over, and never twice."""
+    match = re.match(r"v?(\d+)\.(\d+)", server_version or "")
+    if match is None:
+        return True
+    return (int(match.group(1)), int(match.group(2))) >= (1, 37)
+
+
+def upstream_sees(pod: Pod, claim: NamespacedName, ownership: Ownership) -> bool:
+    """Whether upstream's controller finds CLAIM through POD (draco may leave it to it)."""
+    if ownership.extended_claims:
+        return True
+    ext = pod.extended_resource_claim_status
+    return not (ext is not None and ext.resource_claim_name == claim.name
+                and claim.name not in (pod.claim_name(pc) for pc in pod.resource_claims))
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,18 +266,20 @@ def plan(tracker: Tracker, simulate: str | None = None,
             if pod is None or not evictable(pod) or key not in pod.claim_keys() or not is_user(pod, owner):
                 continue
             prev = result.pods.get(pod_key)
+            upstream_when = ev.upstream_when if upstream_sees(pod, key, ownership) else None
             if prev is None:
                 result.pods[pod_key] = PodEviction(pod_key, pod.meta.uid, ev.when, ev.reasons, (key,),
-                                                   ev.upstream_when)
+                                                   upstream_when)
             else:
                 result.pods[pod_key] = PodEviction(
                     pod_key, pod.meta.uid, min(prev.when, ev.when), prev.reasons | ev.reasons,
-                    tuple(sorted({*prev.claims, key})), _earliest(prev.upstream_when, ev.upstream_when))
+                    tuple(sorted({*prev.claims, key})), _earliest(prev.upstream_when, upstream_when))
     return result
 
 
 def pod_eviction(tracker: Tracker, key: NamespacedName,
-                 claims: Mapping[NamespacedName, ClaimEviction]) -> PodEviction | None:
+                 claims: Mapping[NamespacedName, ClaimEviction],
+                 ownership: Ownership = DRACO_ALONE) -> PodEviction | None:
     """One pod's eviction given the evictions of claims (None: the pod stays).
 
     The pod-centric form of what `plan` decides claim by claim: the earliest time over
@@ -267,7 +300,8 @@ def pod_eviction(tracker: Tracker, key: NamespacedName,
         if owner is None or not is_user(pod, owner):
             continue
         when = ev.when if when is None or ev.when < when else when
-        upstream_when = _earliest(upstream_when, ev.upstream_when)
+        if upstream_sees(pod, claim_key, ownership):
+            upstream_when = _earliest(upstream_when, ev.upstream_when)
         reasons |= ev.reasons
         used.append(claim_key)
     if when is None:

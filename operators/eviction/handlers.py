@@ -60,9 +60,10 @@ def register(registry: kopf.OperatorRegistry, tracker: Tracker, settings: Any, *
     ownership_for(mode, False)  # a bad mode fails here, at wiring time
 
     def decide(caps: Capabilities) -> None:
-        ownership = ownership_for(mode, caps.upstream_evicts)
+        ownership = ownership_for(mode, caps.upstream_evicts, caps.server_version)
         log.info("slice taints", mode=mode, evicted_by="upstream" if ownership.slice_taints else "draco",
                  upstream_rules_evicted_by="upstream" if ownership.upstream_rules else "draco",
+                 extended_resource_pods_evicted_by="upstream" if ownership.extended_claims else "draco",
                  server=caps.server_version)
         metrics.publish_ownership(ownership.slice_taints, ownership.upstream_rules)
         controller.set_ownership(ownership)

@@ -297,7 +297,7 @@ class EvictionIndex:
         ref = ObjectRef("Pod", key.namespace, key.name)
         self.failures.pop(ref, None)
         try:
-            new = pod_eviction(tracker, key, self.claims)
+            new = pod_eviction(tracker, key, self.claims, self.ownership)
         except Exception as exc:  # noqa: BLE001 - one bad pod is skipped, not the plan
             failure = Failure(ref, exc)
             self.failures[ref] = failure

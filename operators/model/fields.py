@@ -122,6 +122,10 @@ def boolean(d: Mapping[str, Any], key: str, *, default: bool = False) -> bool:
     return v
 
 
+def opt_bool(d: Mapping[str, Any], key: str) -> bool | None:
+    return None if d.get(key) is None else boolean(d, key)
+
+
 def enum(d: Mapping[str, Any], key: str, allowed: tuple[str, ...], *, default: str) -> str:
     v = d.get(key)
     if v is None or v == "":

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.model import fields as f
+from operators.model.devices import DeviceID
 from operators.model.errors import FieldError
 from operators.model.meta import NamespacedName, NamespacedObject, ObjectMeta
 from operators.model.nodes import PodToleration, parse_tolerations
@@ -62,6 +63,8 @@ class Pod(NamespacedObject):
     resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
     extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
     tolerations: tuple[PodToleration, ...] = ()  # spec.tolerations (node taints, not devices')
+    # (device, health) as the kubelet reports it (KEP-4680), from every container status
+    device_health: tuple[tuple[DeviceID, str], ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -216,4 +219,30 @@ def parse_pod(meta: ObjectMeta, spec: Mapping[str, Any], status: Mapping[str, An
         resource_claim_statuses=statuses,
         extended_resource_claim_status=ext,
         tolerations=parse_tolerations(spec.get("tolerations")),
+        device_health=_device_health(status),
     )
+
+
+def _device_health(status: Mapping[str, Any]) -> tuple[tuple[DeviceID, str], ...]:
+    """`containerStatuses[].allocatedResourcesStatus[]` entries of claims (`name:
+    claim:<claim>/<request>`), each resource `{resourceID: <driver>/<pool>/<device>,
+    health}`. Written by kubelets, read leniently: an entry that does not read as that
+    is skipped, never the pod."""
+    out: dict[DeviceID, str] = {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        container_statuses = status.get(key)
+        for cs in container_statuses if isinstance(container_statuses, list) else ():
+            entries = cs.get("allocatedResourcesStatus") if isinstance(cs, Mapping) else None
+            for entry in entries if isinstance(entries, list) else ():
+                if not isinstance(entry, Mapping) or not str(entry.get("name", "")).startswith("claim:"):
+                    continue
+                resources = entry.get("resources")
+                for res in resources if isinstance(resources, list) else ():
+                    parts = str(res.get("resourceID", "")).split("/") if isinstance(res, Mapping) else []
+                    if len(parts) == 3 and all(parts):
+                        health = str(res.get("health") or "Unknown")
+                        device = DeviceID(*parts)
+                        # a device reported by several containers: the worst report wins
+                        if out.get(device) != "Unhealthy":
+                            out[device] = health
+    return tuple(sorted(out.items()))

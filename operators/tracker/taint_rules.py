@@ -1,8 +1,11 @@
 """DeviceTaintRule (KEP-5055) as a tracker overlay: the rule's taint on every device it selects.
 
-Selection is by names only (driver, pool, device; an empty selector matches every
-device, a missing one none), so a rule also reaches allocated devices whose
-ResourceSlice is gone. Taints are cumulative: a rule never replaces a slice taint or
+Selection is by names only (driver, pool, device; `all: true` matches every device, a
+missing selector none), so a rule also reaches allocated devices whose ResourceSlice is
+gone. An empty selector, `{}`, is what upstream evicted every DRA pod of a cluster with
+(kubernetes/kubernetes#141422): the CRD refuses to create one since draco 0.1 added
+`all`, and one stored before still matches every device, as it always did (the API
+server's validation ratcheting lets such a rule's status and metadata be written). Taints are cumulative: a rule never replaces a slice taint or
 another rule's taint with the same key.
 
 The CRD cannot default `spec.taint.timeAdded` as upstream's apiserver does, so until
@@ -50,20 +53,31 @@ def is_upstream(obj: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RuleSelector:
-    """None fields match anything; the selector as a whole may be absent (matches nothing)."""
+    """None fields match anything; the selector as a whole may be absent (matches nothing).
+    `all_devices` is the explicit `all: true`; `all: false` with no field matches nothing."""
 
     driver: str | None = None
     pool: str | None = None
     device: str | None = None
+    all_devices: bool | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.driver is None and self.pool is None and self.device is None
 
     def matches(self, device: DeviceID) -> bool:
+        if self.all_devices is False and self.empty:
+            return False
         return ((self.driver is None or self.driver == device.driver)
                 and (self.pool is None or self.pool == device.pool)
                 and (self.device is None or self.device == device.device))
 
-    def to_api(self) -> dict[str, str]:
-        return {k: v for k, v in (("driver", self.driver), ("pool", self.pool),
-                                  ("device", self.device)) if v is not None}
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: v for k, v in (("driver", self.driver), ("pool", self.pool),
+                                                  ("device", self.device)) if v is not None}
+        if self.all_devices is not None:
+            out["all"] = self.all_devices
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +131,12 @@ def parse_device_taint_rule(d: Mapping[str, Any]) -> DeviceTaintRule:
                 if not isinstance(sel_raw, Mapping):
                     raise FieldError(f"expected an object, got {f.type_name(sel_raw)}")
                 selector = RuleSelector(f.opt_string(sel_raw, "driver"), f.opt_string(sel_raw, "pool"),
-                                        f.opt_string(sel_raw, "device"))
+                                        f.opt_string(sel_raw, "device"), f.opt_bool(sel_raw, "all"))
+                if selector.all_devices and not selector.empty:
+                    # ambiguous (every device, or those named?): the CRD refuses it, and a
+                    # rule that got in anyway is left out, not guessed at
+                    raise FieldError("all: true selects every device and takes no driver, "
+                                     "pool or device", "all")
         except FieldError as e:
             raise e.at("deviceSelector").at("spec") from None
         taint = spec.get("taint")

@@ -65,16 +65,19 @@ def test_default_render_is_a_hardened_two_replica_deployment() -> None:
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     env = env_of(dep)
-    assert env["DRACO_CONTROLLERS"] == "eviction,patches,allocator,narrowing"
+    assert env["DRACO_CONTROLLERS"] == "eviction,patches,allocator,narrowing,health"
     assert env["DRACO_LEADER_ELECT"] == "true"
     assert env["DRACO_LEADER_ELECT_NAMESPACE"] == "draco-system"
     assert env["DRACO_METRICS_PORT"] == "8080" and env["DRACO_HEALTH_PORT"] == "8081"
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     kinds = sorted(o["kind"] for o in objs)
     assert kinds == sorted(["ServiceAccount", "Deployment", "Service", "PodDisruptionBudget", "Role",
-                            "RoleBinding", *["ClusterRole"] * 6, *["ClusterRoleBinding"] * 4])
+                            "RoleBinding", *["ClusterRole"] * 7, *["ClusterRoleBinding"] * 5,
+                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])
+    cluster_scoped = ("ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding")
     for o in objs:
-        if o["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+        if o["kind"] not in cluster_scoped:
             assert o["metadata"]["namespace"] == "draco-system", o["kind"]
 
 
@@ -124,7 +127,7 @@ def test_no_service_link_variable_can_reach_draco_as_a_setting() -> None:
     (("--set", "replicaCount=0"), "replicaCount"),
     (("--set", "logFormat=xml"), "logFormat"),
     (("--set", "controllers.eviction.enabled=false,controllers.patches.enabled=false,"
-               "controllers.allocator.enabled=false,controllers.narrowing.enabled=false"),
+               "controllers.allocator.enabled=false,controllers.narrowing.enabled=false,controllers.health.enabled=false"),
      "enable at least one of"),
     (("--kube-version", "1.33.9"), "kubeVersion"),
 ])
@@ -154,12 +157,14 @@ def grants(rules: list[dict[str, Any]], group: str, resource: str, verb: str) ->
 def test_one_cluster_role_per_enabled_controller() -> None:
     objs = objects(template("--set", "controllers.patches.enabled=false"))
     roles = {o["metadata"]["name"] for o in objs if o["kind"] == "ClusterRole"}
-    assert roles == {"draco-eviction", "draco-allocator", "draco-narrowing", "draco-view", "draco-edit"}
+    assert roles == {"draco-eviction", "draco-allocator", "draco-narrowing", "draco-health", "draco-view",
+                     "draco-edit"}
     bindings = [o for o in objs if o["kind"] == "ClusterRoleBinding"]
-    assert {b["roleRef"]["name"] for b in bindings} == {"draco-eviction", "draco-allocator", "draco-narrowing"}
+    assert {b["roleRef"]["name"] for b in bindings} == {"draco-eviction", "draco-allocator", "draco-narrowing",
+                                                        "draco-health"}
     for b in bindings:
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": "draco", "namespace": "draco-system"}]
-    assert env_of(find(objs, "Deployment"))["DRACO_CONTROLLERS"] == "eviction,allocator,narrowing"
+    assert env_of(find(objs, "Deployment"))["DRACO_CONTROLLERS"] == "eviction,allocator,narrowing,health"
 
 
 def test_eviction_api_swaps_pod_delete_for_pods_eviction() -> None:

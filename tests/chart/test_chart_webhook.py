@@ -160,7 +160,7 @@ def test_the_webhook_has_its_own_service_account_with_least_privilege() -> None:
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}]
     # and the controllers' account does not get it
     assert "draco-webhook" not in bound(selected, "draco")
-    assert bound(selected, "draco") == {"draco-eviction", "draco-patches", "draco-allocator", "draco-narrowing",
+    assert bound(selected, "draco") == {"draco-eviction", "draco-patches", "draco-allocator", "draco-narrowing", "draco-health",
                                         "draco-leader-election"}
 
 

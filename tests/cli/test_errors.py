@@ -61,7 +61,7 @@ BAD_USAGE: list[tuple[list[str], str]] = [
     (["taint", "pool=a", "a b:NoExecute"], "bad taint 'a b:NoExecute': key: name part must consist of"),
     (["taint", "pool=a", "k=v v:NoExecute"], "bad taint 'k=v v:NoExecute': value: a valid label must"),
     (["taint", "pool=a", "k:NoExecute", "--name", "Bad_Name"], "bad --name 'Bad_Name': a lowercase RFC 1123"),
-    (["taint", "", "k:NoSchedule"], "--all-devices"),
+    (["taint", "", "k:NoSchedule"], "--all"),
     (["devices", "--bogus"], "unrecognized arguments: --bogus"),
 ]
 

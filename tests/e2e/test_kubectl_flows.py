@@ -40,7 +40,7 @@ def test_kubectl_137_on_the_embedded_server(embedded_137: Backend, tmp_path: Pat
     embedded_137.kubectl("apply", "-f", "-", input=json.dumps({
         "apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule",
         "metadata": {"name": "r"},
-        "spec": {"deviceSelector": {}, "taint": {"key": "k", "effect": "NoSchedule"}}}))
+        "spec": {"deviceSelector": {"all": True}, "taint": {"key": "k", "effect": "NoSchedule"}}}))
     embedded_137.request("PATCH", "/apis/resource.draco.dev/v1alpha1/devicetaintrules/r/status",
                          {"status": {"conditions": [{
                              "type": "EvictionInProgress", "status": "False", "reason": "NotStarted",

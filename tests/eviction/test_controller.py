@@ -68,7 +68,7 @@ def make_pod_with_claim(cluster: EmbeddedCluster, name: str, device: str,
     return str(pod["metadata"]["uid"])
 
 
-def rule(name: str, effect: str, selector: dict[str, str]) -> str:
+def rule(name: str, effect: str, selector: dict[str, Any]) -> str:
     return json.dumps({"apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule",
                        "metadata": {"name": name},
                        "spec": {"deviceSelector": selector, "taint": {"key": "example.com/maintenance", "effect": effect}}})
@@ -112,11 +112,29 @@ def test_noexecute_rule_evicts_and_kubectl_wait_returns(cluster: EmbeddedCluster
     assert stored is not None and stored["spec"]["taint"]["timeAdded"].endswith("Z")
 
 
+def test_an_empty_selector_stored_before_the_guard_keeps_working(
+        cluster: EmbeddedCluster, kubectl: Kubectl, operator: Any) -> None:
+    """After an upgrade: a `{}` rule created before the CRD refused it (injected here, past
+    validation) still selects every device, its status is still written (validation
+    ratcheting lets an unchanged selector through), and it can still be labelled; a new
+    one is refused."""
+    make_devices(cluster, ["d0", "d1"])
+    cluster.inject("resource.draco.dev", "v1alpha1", "devicetaintrules", {
+        "apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule", "metadata": {"name": "old"},
+        "spec": {"deviceSelector": {}, "taint": {"key": "k", "effect": "None"}}})
+    operator()
+    cond = wait_for(lambda: condition(cluster, "old"), 15, what="the old rule's condition")
+    assert cond["message"].startswith("2 published devices selected."), cond
+    kubectl("label", "dtr", "old", "team=infra")
+    refused = kubectl("apply", "-f", "-", check=False, input=rule("new", "None", {}))
+    assert refused.returncode != 0 and "an empty deviceSelector selects every device" in refused.stderr
+
+
 def test_effect_none_previews_and_evicts_nothing(cluster: EmbeddedCluster, kubectl: Kubectl, operator: Any) -> None:
     make_devices(cluster, ["d0", "d1"])
     make_pod_with_claim(cluster, "a", "d0")
     operator()
-    kubectl("apply", "-f", "-", input=rule("preview", "None", {}))
+    kubectl("apply", "-f", "-", input=rule("preview", "None", {"all": True}))
     cond = wait_for(lambda: condition(cluster, "preview"), 15, what="the preview condition")
     assert cond["status"] == "False" and cond["reason"] == "NoEffect"
     assert cond["message"].startswith("2 published devices selected. 1 allocated device selected. "
@@ -145,7 +163,7 @@ def test_malformed_tolerations_annotation_gets_an_event_and_the_rest_is_served(
     make_pod_with_claim(cluster, "bad", "d0", annotations={"resource.draco.dev/tolerations": "{not json"})
     make_pod_with_claim(cluster, "good", "d1")
     operator()
-    kubectl("apply", "-f", "-", input=rule("all", "NoExecute", {}))
+    kubectl("apply", "-f", "-", input=rule("all", "NoExecute", {"all": True}))
     wait_for(lambda: not pod_exists(cluster, "good") and not pod_exists(cluster, "bad"), 20,
              what="both pods evicted (the bad annotation counts as no tolerations)")
     events = json.loads(kubectl("get", "events", "-A", "-o", "json").stdout)["items"]
@@ -160,7 +178,7 @@ def test_eviction_api_mode_respects_a_disruption_budget(cluster: EmbeddedCluster
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}))
     operator(SimpleNamespace(**{**vars(SETTINGS), "use_eviction_api": True, "eviction_retry_after": 0.3}))
-    kubectl("apply", "-f", "-", input=rule("maint", "NoExecute", {}))
+    kubectl("apply", "-f", "-", input=rule("maint", "NoExecute", {"all": True}))
     cond = wait_for(lambda: condition(cluster, "maint"), 15, what="the rule condition")
     assert cond["status"] == "True" and cond["reason"] == "PodsPendingEviction"
     time.sleep(1.5)  # several refused attempts
@@ -187,7 +205,7 @@ def test_restart_mid_eviction_finishes_without_double_eviction(
     for i, d in enumerate(devices):
         make_pod_with_claim(cluster, f"p{i}", d)
     slow = operator(SimpleNamespace(**{**vars(SETTINGS), "qps": 6.0, "burst": 1, "eviction_workers": 1}))
-    kubectl("apply", "-f", "-", input=rule("drain", "NoExecute", {}))
+    kubectl("apply", "-f", "-", input=rule("drain", "NoExecute", {"all": True}))
     wait_for(lambda: sum(pod_exists(cluster, f"p{i}") for i in range(12)) < 12, 20, what="a first eviction")
     slow.stop()
     left = sum(pod_exists(cluster, f"p{i}") for i in range(12))

@@ -109,7 +109,7 @@ def test_a_claim_whose_decision_raises_is_skipped_and_reported(monkeypatch: pyte
 def test_a_pod_whose_decision_raises_is_skipped_and_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     before = error_count("eviction", "plan")
     monkeypatch.setattr(index_module, "pod_eviction", failing_for(
-        "a", index_module.pod_eviction, lambda tracker, key, claims: key.name))
+        "a", index_module.pod_eviction, lambda tracker, key, *_: key.name))
     client = RecordingClient()
     run_passes(controller_for(client))
     assert sorted(client.deleted()) == ["/api/v1/namespaces/ns/pods/b", "/api/v1/namespaces/ns/pods/c"]

@@ -40,10 +40,23 @@ def test_taint_previews_asks_creates_and_removes(cluster: EmbeddedCluster, kubec
     assert kubectl("get", "devicetaintrules", "-o", "name").stdout == ""
 
 
-def test_empty_selector_needs_all_devices(cluster: EmbeddedCluster) -> None:
+def test_empty_selector_needs_all_and_writes_all_true(cluster: EmbeddedCluster, kubectl: Kubectl) -> None:
     refused = draco(cluster, "", "k:NoSchedule")
-    assert refused.returncode == 2 and "--all-devices" in refused.stderr
-    ok = draco(cluster, "", "k:NoSchedule", "--all-devices", "--name", "everything")
+    assert refused.returncode == 2 and "--all" in refused.stderr
+    ok = draco(cluster, "", "k:NoSchedule", "--all", "--name", "everything")
     assert ok.returncode == 0, ok.stderr
+    rule = json.loads(kubectl("get", "dtr", "everything", "-o", "json").stdout)
+    assert rule["spec"]["deviceSelector"] == {"all": True}
+    legacy = draco(cluster, "", "k2:NoSchedule", "--all-devices", "--name", "everything-2")  # the old spelling
+    assert legacy.returncode == 0, legacy.stderr
+    both = draco(cluster, "pool=a", "k:NoSchedule", "--all")
+    assert both.returncode == 2 and "--all selects every device" in both.stderr
+    removed = draco(cluster, "", "k:NoSchedule-", "--all")
+    assert removed.returncode == 0 and "everything deleted" in removed.stdout, removed.stderr
+    # the CRD itself refuses an empty selector, as kubectl users meet it
+    applied = kubectl("apply", "-f", "-", check=False, input=json.dumps({
+        "apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceTaintRule", "metadata": {"name": "empty"},
+        "spec": {"deviceSelector": {}, "taint": {"key": "k", "effect": "NoExecute"}}}))
+    assert applied.returncode != 0 and "an empty deviceSelector selects every device" in applied.stderr
     bad = draco(cluster, "rack=r1", "k:NoSchedule")
     assert bad.returncode == 2 and "bad selector" in bad.stderr

@@ -133,3 +133,39 @@ def test_table_names_who_evicts() -> None:
     assert text == ("\nCluster: API server v1.37.2 keeps device taints (by a dry-run probe); upstream DeviceTaintRule: "
                     "resource.k8s.io/v1.\n  slice taints evicted by upstream, upstream rules by upstream "
                     "(--slice-taints=auto); draco's own rules by draco.\n")
+
+
+@pytest.mark.parametrize(("server", "sees"), [("v1.36.3", False), ("v1.35.0", False), ("v1.37.2", True),
+                                              ("v1.38.0-alpha.0", True), (None, True), ("nonsense", True)])
+def test_upstream_sees_extended_resource_claims_from_1_37(server: str | None, sees: bool) -> None:
+    assert ownership_for("auto", True, server).extended_claims is sees
+    assert ownership_for("upstream", True, server).extended_claims  # `upstream` defers, whatever
+    assert ownership_for("draco", True, server) == DRACO_ALONE
+
+
+def extended_pod(through_spec: bool) -> list[dict[str, Any]]:
+    """The workload, with the claim reached through the pod's extended-resource status
+    (KEP-5004: kube-scheduler made it, the pod controls it) or through its spec."""
+    claim, pod = workload()
+    claim["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "pod", "uid": "uid-pod",
+                                             "controller": True}]
+    if not through_spec:
+        pod["spec"].pop("resourceClaims")
+        pod["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": "c", "requestMappings": [
+            {"containerName": "c", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}]}
+    return [claim, pod]
+
+
+@pytest.mark.parametrize(("through_spec", "server", "expected"), [
+    (False, "v1.36.3", "draco"),  # upstream's controller never sees the claim: draco evicts, at once
+    (False, "v1.37.2", "upstream"),
+    (True, "v1.36.3", "upstream"),
+])
+def test_a_slice_taint_on_an_extended_resource_pods_device(through_spec: bool, server: str, expected: str) -> None:
+    from operators.cli.state import build_tracker
+    from operators.eviction.decisions import plan
+
+    tracker = build_tracker([slice_obj(T0), *extended_pod(through_spec)])
+    evictions = plan(tracker, ownership=ownership_for("auto", True, server))
+    (pod,) = evictions.pods.values()
+    assert ("upstream" if pod.deferred else "draco") == expected

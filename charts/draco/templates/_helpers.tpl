@@ -45,7 +45,7 @@ app.kubernetes.io/part-of: draco
 {{/* The enabled controllers, comma-separated, in draco's order. */}}
 {{- define "draco.controllers" -}}
 {{- $on := list -}}
-{{- range $name := list "eviction" "patches" "allocator" "narrowing" -}}
+{{- range $name := list "eviction" "patches" "allocator" "narrowing" "health" -}}
 {{- if (get $.Values.controllers $name).enabled -}}
 {{- $on = append $on $name -}}
 {{- end -}}

@@ -120,3 +120,27 @@ controllers with low-level event handlers only, so it patches nothing of its own
   resources: [events]
   verbs: [create]  # in the pods' namespaces
 {{- end -}}
+
+
+{{- define "draco.rules.health" -}}
+# Watches feeding the tracker: devices (slice taints), classes and patches (the patched
+# view a CEL signal reads), pods (the kubelet's device health), draco's taint rules.
+- apiGroups: [resource.k8s.io]
+  resources: [resourceslices, deviceclasses]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch]
+- apiGroups: [resource.draco.dev]
+  resources: [resourceslicepatches, devicehealthpolicies]
+  verbs: [list, watch]
+- apiGroups: [resource.draco.dev]
+  resources: [devicehealthpolicies/status]
+  verbs: [patch]  # counts, the device list and the Throttled condition
+- apiGroups: [resource.draco.dev]
+  resources: [devicetaintrules]
+  verbs: [list, watch, create, delete]  # one rule per unhealthy device, deleted after recovery
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]  # about policies, in "default"
+{{- end -}}

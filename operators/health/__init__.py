@@ -1,0 +1,1 @@
+"""Device health: signals from drivers and kubelets turned into DeviceTaintRules and back."""

@@ -1,0 +1,140 @@
+"""DeviceHealthPolicy on the real control planes, with the signal each one can carry.
+
+- 1.34 drops ResourceSlice taints on write, so a health monitor that is not the driver
+  reports through a ResourceSlicePatch attribute and the policy's CEL `device` signal.
+- 1.36 keeps slice taints (NVIDIA's driver's `gpu.nvidia.com/xid`), and the kubelet's
+  per-device health in pod status (written here as a kubelet would).
+
+Each: signal -> the policy's rule -> the pod on the device evicted (draco's eviction
+controller; kube-controller-manager on 1.36 evicts for the slice's own taint only when
+it is NoExecute, and the driver's is NoSchedule) -> signal gone -> rule deleted after
+`clearAfter`. The policies, rules and patches name the test's own driver.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from operators.apiserver.testing import wait_for
+from operators.health.decisions import rule_name
+from operators.model import DeviceID
+from tests.e2e.backends import RealBackend
+from tests.e2e.test_upstream_taints import SLICES, make_pod, make_slice, pod_exists
+
+pytestmark = pytest.mark.real
+
+POLICIES = "/apis/resource.draco.dev/v1alpha1/devicehealthpolicies"
+RULES = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
+PATCHES = "/apis/resource.draco.dev/v1alpha1/resourceslicepatches"
+SETTINGS = SimpleNamespace(qps=200.0, burst=400, eviction_workers=10, grace_period=1.0,
+                           use_eviction_api=False, status_interval=0.2, slice_taints="auto",
+                           health_debounce=0.05)
+
+
+def make_policy(b: RealBackend, name: str, signals: list[dict[str, Any]]) -> None:
+    b.create(POLICIES, {
+        "apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceHealthPolicy", "metadata": {"name": name},
+        "spec": {"deviceSelector": {"driver": b.driver}, "signals": signals,
+                 "taint": {"key": "health.draco.dev/unhealthy", "effect": "NoExecute"}, "clearAfter": "2s"}})
+
+
+def rule(b: RealBackend, policy: str, device: str) -> dict[str, Any] | None:
+    return b.get(f"{RULES}/{rule_name(policy, DeviceID(b.driver, b.ns, device))}")
+
+
+def flow(b: RealBackend, policy: str, signal_on: Any, signal_off: Any) -> None:
+    make_slice(b, ["d0", "d1"])
+    make_pod(b, "a", "d0")
+    wait_for(lambda: (b.get(f"{POLICIES}/{policy}") or {}).get("status", {}).get("selected") == 2, 30,
+             what="the policy's first status")
+    signal_on()
+    made = wait_for(lambda: rule(b, policy, "d0"), 30, what="the policy's rule on d0")
+    assert made["spec"]["taint"]["effect"] == "NoExecute"
+    wait_for(lambda: not pod_exists(b, "a"), 30, what="the pod on d0 evicted")
+    assert rule(b, policy, "d1") is None
+    signal_off()
+    wait_for(lambda: rule(b, policy, "d0") is None, 30, what="the rule deleted after clearAfter")
+    status = wait_for(lambda: (lambda s: s if s.get("recovered") == 1 else None)(
+        (b.get(f"{POLICIES}/{policy}") or {}).get("status", {})), 30, what="the recovery in the status")
+    assert status["tainted"] == 0
+
+
+def test_134_a_monitors_patch_attribute_through_the_cel_signal(real: RealBackend, operator_134: Any) -> None:
+    b = real
+    policy = f"degraded-{b.id}"
+    patch = f"degraded-{b.id}"
+    operator_134(("health", "eviction"), SETTINGS)
+    make_policy(b, policy, [{"device": {"cel": f'device.attributes["{b.domain}"].state == "degraded"'}}])
+    try:
+        flow(b, policy,
+             lambda: b.create(PATCHES, {
+                 "apiVersion": "resource.draco.dev/v1alpha1", "kind": "ResourceSlicePatch",
+                 "metadata": {"name": patch},
+                 "spec": {"devices": {"filter": {"driver": b.driver, "device": "d0"},
+                                      "attributes": {f"{b.domain}/state": {"string": "degraded"}}}}}),
+             lambda: b.request("DELETE", f"{PATCHES}/{patch}"))
+    finally:
+        b.request("DELETE", f"{POLICIES}/{policy}")
+        b.request("DELETE", f"{PATCHES}/{patch}")
+
+
+def test_136_a_drivers_slice_taint(real_136: RealBackend, operator_136: Any) -> None:
+    b = real_136
+    policy = f"xid-{b.id}"
+    operator_136(("health", "eviction"), SETTINGS)
+    make_policy(b, policy, [{"sliceTaint": {"key": "gpu.nvidia.com/xid", "effects": ["NoSchedule"]}}])
+
+    def taint(on: bool) -> None:
+        b.merge_patch(f"{SLICES}/{b.node}-{b.ns}", {"spec": {"devices": [
+            {"name": "d0", **({"taints": [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]}
+                              if on else {})}, {"name": "d1"}]}})
+    try:
+        flow(b, policy, lambda: taint(True), lambda: taint(False))
+    finally:
+        b.request("DELETE", f"{POLICIES}/{policy}")
+
+
+def test_136_the_kubelets_device_health_in_pod_status(real_136: RealBackend, operator_136: Any) -> None:
+    b = real_136
+    policy = f"kubelet-{b.id}"
+    operator_136(("health", "eviction"), SETTINGS)
+    make_policy(b, policy, [{"podHealth": {"health": ["Unhealthy"]}}])
+    pods = f"/api/v1/namespaces/{b.ns}/pods"
+
+    def report(health: str) -> None:  # as the kubelet writes it (ResourceHealthStatus, beta in 1.36)
+        status, body = b.request("PATCH", f"{pods}/watcher/status", {"status": {"containerStatuses": [{
+            "name": "c", "image": "i", "imageID": "", "ready": True, "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-11-26T00:00:00Z"}},
+            "allocatedResourcesStatus": [{"name": "claim:gpu/gpu", "resources": [
+                {"resourceID": f"{b.driver}/{b.ns}/d1", "health": health}]}]}]}},
+            "application/strategic-merge-patch+json")
+        assert status == 200, body.get("message") if isinstance(body, dict) else body
+
+    try:
+        make_slice(b, ["d0", "d1"])
+        make_pod(b, "watcher", "d1", container_claim=True)
+        wait_for(lambda: (b.get(f"{POLICIES}/{policy}") or {}).get("status", {}).get("selected") == 2, 30,
+                 what="the policy's first status")
+        report("Unhealthy")
+        wait_for(lambda: rule(b, policy, "d1"), 30, what="the policy's rule on d1")
+        wait_for(lambda: not pod_exists(b, "watcher"), 30, what="the pod on d1 evicted")
+        assert rule(b, policy, "d0") is None
+    finally:
+        b.request("DELETE", f"{POLICIES}/{policy}")
+
+
+@pytest.fixture
+def operator_134(real: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from tests.operator_threads import operator_threads
+
+    yield from operator_threads(real.kubeconfig, monkeypatch)
+
+
+@pytest.fixture
+def operator_136(real_136: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from tests.operator_threads import operator_threads
+
+    yield from operator_threads(real_136.kubeconfig, monkeypatch)
