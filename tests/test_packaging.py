@@ -26,4 +26,4 @@ def test_help_lists_only_working_commands() -> None:
     text = build_parser().format_help()
     for name in COMMANDS:
         assert name in text
-    assert set(COMMANDS) == {"devices", "allocate", "evictions", "taint", "run", "apiserver", "demo"}
+    assert set(COMMANDS) == {"devices", "allocate", "evictions", "taint", "health", "run", "apiserver", "demo"}

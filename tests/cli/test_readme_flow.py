@@ -80,5 +80,5 @@ def test_readme_live_flow_evicts_the_pod(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     start = next(line for line in lines if line["event"] == "draco starting")
     assert start["server"] == f"http://127.0.0.1:{port}"
-    assert start["controllers"] == ["eviction", "patches", "allocator", "narrowing"] and start["version"]
+    assert start["controllers"] == ["eviction", "patches", "allocator", "narrowing", "health"] and start["version"]
     assert any(line["event"] == "evicted pod" and line.get("name") == "trainer-0" for line in lines)

@@ -8,21 +8,26 @@
 Each: signal -> the policy's rule -> the pod on the device evicted (draco's eviction
 controller; kube-controller-manager on 1.36 evicts for the slice's own taint only when
 it is NoExecute, and the driver's is NoSchedule) -> signal gone -> rule deleted after
-`clearAfter`. The policies, rules and patches name the test's own driver.
+`clearAfter`; a replacement claim gets the healthy device while the rule holds, and the
+recovered one once it is gone. The policies, rules, classes and patches name the test's
+own driver.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from operators.apiserver.testing import wait_for
+from operators.eviction.decisions import DRACO_ALONE, UPSTREAM
 from operators.health.decisions import rule_name
 from operators.model import DeviceID
 from tests.e2e.backends import RealBackend
-from tests.e2e.test_upstream_taints import SLICES, make_pod, make_slice, pod_exists
+from tests.e2e.test_upstream_taints import SLICES, make_pod, make_slice, pod_exists, wait_ownership
 
 pytestmark = pytest.mark.real
 
@@ -31,7 +36,8 @@ RULES = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
 PATCHES = "/apis/resource.draco.dev/v1alpha1/resourceslicepatches"
 SETTINGS = SimpleNamespace(qps=200.0, burst=400, eviction_workers=10, grace_period=1.0,
                            use_eviction_api=False, status_interval=0.2, slice_taints="auto",
-                           health_debounce=0.05)
+                           health_debounce=0.05, allocation_timeout=10.0, narrowing_timeout=300.0)
+FLOW = ("health", "eviction", "allocator")
 
 
 def make_policy(b: RealBackend, name: str, signals: list[dict[str, Any]]) -> None:
@@ -45,7 +51,25 @@ def rule(b: RealBackend, policy: str, device: str) -> dict[str, Any] | None:
     return b.get(f"{RULES}/{rule_name(policy, DeviceID(b.driver, b.ns, device))}")
 
 
+def replacement(b: RealBackend, name: str) -> str:
+    """A new gated pod with a claim of the test's own class: the device draco's allocator
+    gives it (narrowed and bound by kube-scheduler to the kwok node)."""
+    from tests.e2e.test_allocator_e2e import allocated, gated_pod
+
+    b.create(f"/apis/resource.k8s.io/v1/namespaces/{b.ns}/resourceclaims", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": f"health-{b.id}"}}]}}})
+    gated_pod(b, name, name)
+    found = wait_for(lambda: allocated(b, name), 30, what=f"{name}'s claim allocated")
+    return str(found["status"]["allocation"]["devices"]["results"][0]["device"])
+
+
 def flow(b: RealBackend, policy: str, signal_on: Any, signal_off: Any) -> None:
+    """Signal -> rule -> the pod evicted -> a replacement on the healthy device -> signal
+    gone -> rule deleted after clearAfter -> the recovered device allocatable again."""
+    b.create("/apis/resource.k8s.io/v1/deviceclasses", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": f"health-{b.id}"},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{b.driver}"'}}]}})
     make_slice(b, ["d0", "d1"])
     make_pod(b, "a", "d0")
     wait_for(lambda: (b.get(f"{POLICIES}/{policy}") or {}).get("status", {}).get("selected") == 2, 30,
@@ -55,18 +79,25 @@ def flow(b: RealBackend, policy: str, signal_on: Any, signal_off: Any) -> None:
     assert made["spec"]["taint"]["effect"] == "NoExecute"
     wait_for(lambda: not pod_exists(b, "a"), 30, what="the pod on d0 evicted")
     assert rule(b, policy, "d1") is None
+    # as the garbage collector would for a claim made from the pod's template: d0 is free,
+    # and only the policy's taint keeps the next claim off it
+    b.request("DELETE", f"/apis/resource.k8s.io/v1/namespaces/{b.ns}/resourceclaims/a-claim")
+    assert replacement(b, "replacement") == "d1"
     signal_off()
     wait_for(lambda: rule(b, policy, "d0") is None, 30, what="the rule deleted after clearAfter")
     status = wait_for(lambda: (lambda s: s if s.get("recovered") == 1 else None)(
         (b.get(f"{POLICIES}/{policy}") or {}).get("status", {})), 30, what="the recovery in the status")
     assert status["tainted"] == 0
+    time.sleep(0.5)  # the deleted rule reaches the allocator's view through its watch
+    assert replacement(b, "after") == "d0"  # allocatable again: the only free device
 
 
 def test_134_a_monitors_patch_attribute_through_the_cel_signal(real: RealBackend, operator_134: Any) -> None:
     b = real
     policy = f"degraded-{b.id}"
     patch = f"degraded-{b.id}"
-    operator_134(("health", "eviction"), SETTINGS)
+    op = operator_134(FLOW, SETTINGS)
+    wait_ownership(op, DRACO_ALONE)  # the eviction controller found out about the cluster: it acts
     make_policy(b, policy, [{"device": {"cel": f'device.attributes["{b.domain}"].state == "degraded"'}}])
     try:
         flow(b, policy,
@@ -84,7 +115,8 @@ def test_134_a_monitors_patch_attribute_through_the_cel_signal(real: RealBackend
 def test_136_a_drivers_slice_taint(real_136: RealBackend, operator_136: Any) -> None:
     b = real_136
     policy = f"xid-{b.id}"
-    operator_136(("health", "eviction"), SETTINGS)
+    op = operator_136(FLOW, SETTINGS)
+    wait_ownership(op, replace(UPSTREAM, extended_claims=False))
     make_policy(b, policy, [{"sliceTaint": {"key": "gpu.nvidia.com/xid", "effects": ["NoSchedule"]}}])
 
     def taint(on: bool) -> None:
@@ -100,7 +132,8 @@ def test_136_a_drivers_slice_taint(real_136: RealBackend, operator_136: Any) -> 
 def test_136_the_kubelets_device_health_in_pod_status(real_136: RealBackend, operator_136: Any) -> None:
     b = real_136
     policy = f"kubelet-{b.id}"
-    operator_136(("health", "eviction"), SETTINGS)
+    op = operator_136(("health", "eviction"), SETTINGS)
+    wait_ownership(op, replace(UPSTREAM, extended_claims=False))
     make_policy(b, policy, [{"podHealth": {"health": ["Unhealthy"]}}])
     pods = f"/api/v1/namespaces/{b.ns}/pods"
 
