@@ -156,7 +156,7 @@ def test_install_upgrade_uninstall_keeps_the_crds(helm: Helm, namespace: str) ->
         webhook_binding = helm.get("clusterrolebinding", f"{release}-webhook")
         assert webhook_binding is not None and webhook_binding["subjects"] == [
             {"kind": "ServiceAccount", "name": f"{release}-webhook", "namespace": namespace}]
-        roles = {f"{release}-{c}" for c in ("eviction", "patches", "allocator", "narrowing", "webhook",
+        roles = {f"{release}-{c}" for c in ("eviction", "patches", "allocator", "narrowing", "health", "webhook",
                                             "view", "edit")}
         for role in roles:
             assert helm.get("clusterrole", role) is not None, role
@@ -186,7 +186,7 @@ def test_install_upgrade_uninstall_keeps_the_crds(helm: Helm, namespace: str) ->
         assert hook_again["spec"]["template"]["metadata"]["annotations"][checksum] == \
             hook_dep["spec"]["template"]["metadata"]["annotations"][checksum]
         env = deployment_env(dep)
-        assert env["DRACO_CONTROLLERS"] == "eviction,allocator,narrowing" and env["DRACO_QPS"] == "50"
+        assert env["DRACO_CONTROLLERS"] == "eviction,allocator,narrowing,health" and env["DRACO_QPS"] == "50"
         assert helm.get("clusterrole", f"{release}-patches") is None
         assert helm.get("clusterrolebinding", f"{release}-patches") is None
         # the self-signed webhook certificate is kept across upgrades (helm's lookup)
