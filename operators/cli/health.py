@@ -17,9 +17,15 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from operators.cli.inputs import CLUSTER_SOURCES, kube_api, load_cluster_objects, load_objects
+from operators.cli.inputs import kube_api
 from operators.cli.output import emit, render_table, warn
-from operators.cli.state import add_source_options, build_tracker, parse_rfc3339, rfc3339
+from operators.cli.state import (
+    add_source_options,
+    build_tracker,
+    parse_rfc3339,
+    rfc3339,
+    source_objects,
+)
 from operators.health.controller import status_of
 from operators.health.decisions import decide
 from operators.health.policy import KIND, parse_health_policy
@@ -124,12 +130,8 @@ def table(doc: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     now = args.now or datetime.now(UTC)
-    if args.sources:
-        objects = load_objects(args.sources)
-    else:
-        objects, warnings = load_cluster_objects(CLUSTER_SOURCES)
-        for w in warnings:
-            warn(w)
+    objects = source_objects(args)
+    if not args.sources:
         objects += cluster_policies()
     doc = preview(objects, now)
     doc["now"] = rfc3339(now)

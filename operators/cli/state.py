@@ -97,13 +97,18 @@ def load_state(
     args: argparse.Namespace, *, clock: Callable[[], datetime] | None = None
 ) -> tuple[Tracker, list[dict[str, Any]]]:
     """The tracker for `--from` files or the live cluster, plus the raw objects read."""
-    if args.sources:
-        objects = load_objects(args.sources)
-    else:
-        objects, warnings = load_cluster_objects(CLUSTER_SOURCES)
-        for w in warnings:
-            warn(w)
+    objects = source_objects(args)
     return build_tracker(objects, clock=clock), objects
+
+
+def source_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The objects of the `--from` files, or of the live cluster (warnings on stderr)."""
+    if args.sources:
+        return load_objects(args.sources)
+    objects, warnings = load_cluster_objects(CLUSTER_SOURCES)
+    for w in warnings:
+        warn(w)
+    return objects
 
 
 def rfc3339(moment: datetime | None) -> str | None:

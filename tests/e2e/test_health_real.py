@@ -27,7 +27,15 @@ from operators.eviction.decisions import DRACO_ALONE, UPSTREAM
 from operators.health.decisions import rule_name
 from operators.model import DeviceID
 from tests.e2e.backends import RealBackend
-from tests.e2e.test_upstream_taints import SLICES, make_pod, make_slice, pod_exists, wait_ownership
+from tests.e2e.test_upstream_taints import (  # noqa: F401  (operator_134, operator_136: fixtures)
+    SLICES,
+    make_pod,
+    make_slice,
+    operator_134,
+    operator_136,
+    pod_exists,
+    wait_ownership,
+)
 
 pytestmark = pytest.mark.real
 
@@ -92,7 +100,7 @@ def flow(b: RealBackend, policy: str, signal_on: Any, signal_off: Any) -> None:
     assert replacement(b, "after") == "d0"  # allocatable again: the only free device
 
 
-def test_134_a_monitors_patch_attribute_through_the_cel_signal(real: RealBackend, operator_134: Any) -> None:
+def test_134_a_monitors_patch_attribute_through_the_cel_signal(real: RealBackend, operator_134: Any) -> None:  # noqa: F811
     b = real
     policy = f"degraded-{b.id}"
     patch = f"degraded-{b.id}"
@@ -112,7 +120,7 @@ def test_134_a_monitors_patch_attribute_through_the_cel_signal(real: RealBackend
         b.request("DELETE", f"{PATCHES}/{patch}")
 
 
-def test_136_a_drivers_slice_taint(real_136: RealBackend, operator_136: Any) -> None:
+def test_136_a_drivers_slice_taint(real_136: RealBackend, operator_136: Any) -> None:  # noqa: F811
     b = real_136
     policy = f"xid-{b.id}"
     op = operator_136(FLOW, SETTINGS)
@@ -129,7 +137,7 @@ def test_136_a_drivers_slice_taint(real_136: RealBackend, operator_136: Any) -> 
         b.request("DELETE", f"{POLICIES}/{policy}")
 
 
-def test_136_the_kubelets_device_health_in_pod_status(real_136: RealBackend, operator_136: Any) -> None:
+def test_136_the_kubelets_device_health_in_pod_status(real_136: RealBackend, operator_136: Any) -> None:  # noqa: F811
     b = real_136
     policy = f"kubelet-{b.id}"
     op = operator_136(("health", "eviction"), SETTINGS)
@@ -157,17 +165,3 @@ def test_136_the_kubelets_device_health_in_pod_status(real_136: RealBackend, ope
         assert rule(b, policy, "d0") is None
     finally:
         b.request("DELETE", f"{POLICIES}/{policy}")
-
-
-@pytest.fixture
-def operator_134(real: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from tests.operator_threads import operator_threads
-
-    yield from operator_threads(real.kubeconfig, monkeypatch)
-
-
-@pytest.fixture
-def operator_136(real_136: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from tests.operator_threads import operator_threads
-
-    yield from operator_threads(real_136.kubeconfig, monkeypatch)
