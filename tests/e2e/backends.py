@@ -33,6 +33,7 @@ HACK_CLUSTER = ROOT / "hack" / "cluster"
 HACK_IMAGE = ROOT / "hack" / "image"
 # Cluster-scoped kinds a test may create; a real-cluster test leaves none behind.
 CLUSTER_SCOPED = (
+    "/apis/resource.draco.dev/v1alpha1/devicehealthpolicies",
     "/apis/resource.draco.dev/v1alpha1/devicetaintrules",
     "/apis/resource.draco.dev/v1alpha1/resourceslicepatches",
     "/apis/resource.k8s.io/v1/resourceslices",
@@ -43,8 +44,8 @@ UPSTREAM = ("/apis/resource.k8s.io/v1/devicetaintrules",)
 OWNERSHIP = """\
 A real-cluster test must own every cluster-scoped object it creates, so that no other
 test reads it: ResourceSlices of the backend's own drivers (backend.driver,
-backend.driver_for(kind)), DeviceTaintRules and ResourceSlicePatches whose selector or
-filter names such a driver, DeviceClasses whose CEL selectors name one. A test that
+backend.driver_for(kind)), DeviceTaintRules, DeviceHealthPolicies and ResourceSlicePatches
+whose selector or filter names such a driver, DeviceClasses whose CEL selectors name one. A test that
 needs an empty or cluster-wide selector runs on the embedded server or on a cluster of
 its own (the `private_137` fixture)."""
 
@@ -55,7 +56,7 @@ def owner_driver(path: str, obj: dict[str, Any]) -> str:
     spec = obj.get("spec") or {}
     if path.endswith("/resourceslices"):
         return str(spec.get("driver") or "")
-    if path.endswith("/devicetaintrules"):
+    if path.endswith(("/devicetaintrules", "/devicehealthpolicies")):
         return str((spec.get("deviceSelector") or {}).get("driver") or "")
     if path.endswith("/resourceslicepatches"):
         return str(((spec.get("devices") or {}).get("filter") or {}).get("driver") or "")

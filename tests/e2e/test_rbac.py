@@ -47,6 +47,8 @@ import yaml
 from operators.apiserver.runner import free_port
 from operators.apiserver.testing import wait_for
 from operators.cli.operator_thread import OperatorThread
+from operators.health.decisions import rule_name
+from operators.model import DeviceID
 from tests.chart.helm import CHART
 from tests.e2e import test_allocator_e2e as alloc
 from tests.e2e import test_eviction as evict
@@ -57,7 +59,7 @@ from tests.e2e.test_helm import Helm
 
 pytestmark = pytest.mark.real
 
-CONTROLLERS = ("eviction", "patches", "allocator", "narrowing")
+CONTROLLERS = ("eviction", "patches", "allocator", "narrowing", "health")
 SETTINGS = SimpleNamespace(qps=200.0, burst=400, eviction_workers=10, grace_period=1.0, use_eviction_api=False,
                            status_interval=0.2, patches_debounce=0.05, allocation_timeout=10.0,
                            narrowing_timeout=300.0)
@@ -139,8 +141,35 @@ def narrowing_flow(b: RealBackend) -> Callable[[], bool]:
         and narrow.condition(narrow.stored(b, "c"), "False") is not None
 
 
+def health_flow(b: RealBackend) -> Callable[[], bool]:
+    """A monitor's ResourceSlicePatch attribute through a policy's CEL signal (1.34 drops
+    slice taints): the policy's rule, its status and Event; then the patch deleted, and
+    the rule with it (`clearAfter: 0s`)."""
+    base = "/apis/resource.draco.dev/v1alpha1"
+    policy, patch = f"health-{b.ns}", f"degraded-{b.ns}"
+    b.create("/apis/resource.k8s.io/v1/resourceslices", patches.slice_obj(b.driver, f"{b.ns}-h", b.ns, patches.gpus(1)))
+    b.create(f"{base}/devicehealthpolicies", {
+        "apiVersion": "resource.draco.dev/v1alpha1", "kind": "DeviceHealthPolicy", "metadata": {"name": policy},
+        "spec": {"deviceSelector": {"driver": b.driver, "pool": b.ns},
+                 "signals": [{"device": {"cel": f'device.attributes["{b.domain}"].state == "degraded"'}}],
+                 "taint": {"key": "health.draco.dev/unhealthy", "effect": "NoSchedule"}, "clearAfter": "0s"}})
+    b.create(f"{base}/resourceslicepatches", patches.patch_obj(
+        patch, filter={"driver": b.driver, "pool": b.ns}, attributes={f"{b.domain}/state": {"string": "degraded"}}))
+    rule = f"{base}/devicetaintrules/{rule_name(policy, DeviceID(b.driver, b.ns, 'gpu-0'))}"
+    seen = {"rule": False}
+
+    def done() -> bool:
+        if not seen["rule"] and b.get(rule) is not None:
+            seen["rule"] = True
+            b.request("DELETE", f"{base}/resourceslicepatches/{patch}")  # recovered
+        status = (b.get(f"{base}/devicehealthpolicies/{policy}") or {}).get("status") or {}
+        return seen["rule"] and b.get(rule) is None and status.get("recovered") == 1 \
+            and has_event(b, "default", policy, "DeviceRecovered")
+    return done
+
+
 FLOWS: dict[str, Flow] = {"eviction": eviction_flow, "patches": patches_flow, "allocator": allocator_flow,
-                          "narrowing": narrowing_flow}
+                          "narrowing": narrowing_flow, "health": health_flow}
 
 
 # --------------------------------------------------------------------------- audit log
