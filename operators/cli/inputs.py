@@ -170,9 +170,12 @@ def kube_api(hint: str = "set KUBECONFIG, or read objects offline with --from FI
     ClusterError naming the kubeconfig when neither can be loaded."""
     from kubernetes import client, config  # imported lazily: offline mode needs no client
 
+    from operators.kube.client import KUBECONFIG_LOCK
+
     try:
         # KUBECONFIG read now: the client reads it once, at import.
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
+        with KUBECONFIG_LOCK:
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
     except Exception as exc:  # noqa: BLE001 - any config problem is the same user error
         try:
             config.load_incluster_config()

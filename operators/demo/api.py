@@ -41,8 +41,11 @@ class Api:
     def __init__(self, kubeconfig: str) -> None:
         from kubernetes import client, config
 
+        from operators.kube.client import KUBECONFIG_LOCK
+
         configuration = client.Configuration()
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        with KUBECONFIG_LOCK:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
         self.host = str(configuration.host)
         self._api = client.ApiClient(configuration)
 

@@ -12,12 +12,20 @@ import asyncio
 import json
 import os
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+
+# The kubernetes client writes a kubeconfig's certificate data to temporary files and
+# names each file in a process-wide table before writing it: a second thread loading a
+# kubeconfig at that moment gets the name of a file still empty ("[SSL] PEM lib", seen in
+# CI when the tests' thread and kopf's login loaded the same kubeconfig at once). Every
+# load in draco holds this lock.
+KUBECONFIG_LOCK = threading.Lock()
 
 DEFAULT_QPS = 200.0
 DEFAULT_BURST = 400
@@ -91,10 +99,11 @@ class Credentials:
 
         cfg = client.Configuration()
         path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
-        try:
-            config.load_kube_config(config_file=path, client_configuration=cfg)
-        except Exception:  # noqa: BLE001 - no kubeconfig: try the service account
-            config.load_incluster_config(client_configuration=cfg)
+        with KUBECONFIG_LOCK:
+            try:
+                config.load_kube_config(config_file=path, client_configuration=cfg)
+            except Exception:  # noqa: BLE001 - no kubeconfig: try the service account
+                config.load_incluster_config(client_configuration=cfg)
         headers = {}
         raw = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
         token = raw.split(" ", 1)[1] if raw and raw.lower().startswith("bearer ") else raw
