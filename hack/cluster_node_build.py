@@ -3,10 +3,10 @@ cluster's Kubernetes version, containerd 2.x, runc, the CNI plugins and the paus
 all from their Go modules (and pause.c from the Kubernetes module), cached and stamped
 like the control plane (`cluster_build.build_component`).
 
-Why these pins: containerd v2.2 is the newest line that still runs pods on cgroup v1
-hosts without warnings turning into errors, and applies a DRA driver's CDI edits (Debian's
-1.6 does not); runc v1.3.6 is the version that containerd release pins. runc is the one
-cgo build: its nsenter is C, and the charts' `seccompProfile: RuntimeDefault` needs the
+Why these pins: containerd 2.x applies a DRA driver's CDI device edits (Debian's 1.6
+runs pods but does not); v2.2 still supports cgroup v1 hosts like these (with a
+deprecation warning), and runc v1.3.6 is the version its releases pin. runc is the one
+cgo build: its nsenter is C, and the chart's `seccompProfile: RuntimeDefault` needs the
 `seccomp` tag, which links libseccomp (Debian's libseccomp-dev).
 
 Standard library only: it runs before any virtual environment exists (`.ci/run`).
