@@ -31,7 +31,13 @@ from typing import Any, Protocol
 import structlog
 
 from operators.health.decisions import Decision, Memory, decide, rule_name
-from operators.health.policy import API_VERSION, KIND, HealthPolicy, parse_health_policy
+from operators.health.policy import (
+    API_VERSION,
+    KIND,
+    HealthPolicy,
+    PodHealthSignal,
+    parse_health_policy,
+)
 from operators.health.signals import observe, pod_health
 from operators.model import DeviceID, ModelError
 from operators.tracker import Tracker
@@ -175,8 +181,15 @@ class HealthController:
         self._wake.set()
 
     def _on_change(self, change: Change) -> None:
-        if change.devices or change.objects or change.pods or change.errors:
+        # With no policy only draco's rules matter (those of a deleted policy); pods only
+        # for a podHealth signal: a cluster without policies pays nothing per pod event.
+        if change.objects or change.errors or (self.policies and change.devices) or \
+                (change.pods and self._reads_pods()):
             self._wake.set()
+
+    def _reads_pods(self) -> bool:
+        return any(isinstance(signal, PodHealthSignal) for entry in self.policies.values()
+                   if entry.parsed is not None for signal in entry.parsed.signals)
 
     # -- the loop -------------------------------------------------------------------
 
@@ -222,8 +235,8 @@ class HealthController:
                     and None not in (rule.selector.driver, rule.selector.pool, rule.selector.device):
                 dev = DeviceID(rule.selector.driver, rule.selector.pool, rule.selector.device)
                 by_uid.setdefault(rule.meta.controller_uid, {})[dev] = (name, rule.value)
-        views = list(self.tracker.devices())
-        health = pod_health(self.tracker.pods())
+        views = list(self.tracker.devices()) if self.policies else []
+        health = pod_health(self.tracker.pods()) if self._reads_pods() else {}
         wakes: list[datetime] = []
         live_uids = set()
         for name in sorted(self.policies):
