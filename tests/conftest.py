@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from operators.apiserver.testing import EmbeddedCluster, Kubectl
+from tests import ordering, timing
 
 # An operator thread a test could not stop within its join timeout keeps logging; with
 # structlog's default (stdout) its lines would land in a later test's captured JSON
@@ -30,3 +31,28 @@ def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
 @pytest.fixture
 def kubectl(cluster: EmbeddedCluster) -> Kubectl:
     return cluster.kubectl
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    timing.configure(config)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks it adds
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    ordering.order(items)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Wait for the builds a test needs outside (before) pytest-timeout's clock."""
+    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    ordering.wait_for_builds(item, lambda text: reporter.write_line(text) if reporter else None)
+    yield
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    timing.record(report)
+
+
+def pytest_terminal_summary(terminalreporter: object, config: pytest.Config) -> None:
+    timing.summary(terminalreporter, config)

@@ -18,19 +18,10 @@ import traceback
 from collections.abc import Sequence
 
 from operators.cli.inputs import InputError, UsageError, one_line
+from operators.cli.version import version
 
 # Modules under operators.cli, in the order `draco --help` lists them.
 COMMANDS: tuple[str, ...] = ("devices", "allocate", "evictions", "taint", "health", "run", "apiserver", "demo")
-
-
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version("draco")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -305,7 +305,7 @@ def start_metrics(address: str, metrics_port: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from operators.cli import run_env
-    from operators.cli.main import version
+    from operators.cli.version import version
 
     run_env.check(args)  # a DRACO_* variable that could not be read: usage error naming it
     controllers = [c.strip() for c in args.controllers.split(",") if c.strip()]

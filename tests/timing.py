@@ -1,0 +1,98 @@
+"""Where the suite's time goes: a closing section with the time per test directory, the
+30 slowest tests (setup, call and teardown together, so a cluster's start counts for
+the first test that needs it) and every cluster `hack/cluster up` started, with how long
+it waited for a build still running in the background (`.ci/run`).
+
+`DRACO_TEST_TIMINGS=FILE` also writes the figures as JSON, which `.ci/run` reads for its
+budget line. The cluster starts come from `DRACO_CLUSTER_STARTS`, a file `hack/cluster
+up` appends to; the suite points it at a file of its own when it is not set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SLOWEST = 30
+
+
+class Timings:
+    def __init__(self) -> None:
+        self.per_test: dict[str, float] = defaultdict(float)
+        self.started = time.monotonic()
+
+    def add(self, report: pytest.TestReport) -> None:
+        self.per_test[report.nodeid] += report.duration
+
+    def per_directory(self) -> dict[str, float]:
+        totals: dict[str, float] = defaultdict(float)
+        for nodeid, seconds in self.per_test.items():
+            path = nodeid.split("::", 1)[0]
+            parts = path.split("/")
+            totals["/".join(parts[:2]) if len(parts) > 2 else path] += seconds
+        return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+    def slowest(self) -> list[tuple[str, float]]:
+        return sorted(self.per_test.items(), key=lambda kv: -kv[1])[:SLOWEST]
+
+
+def cluster_starts() -> list[dict[str, Any]]:
+    path = os.environ.get("DRACO_CLUSTER_STARTS")
+    if not path:
+        return []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def configure(config: pytest.Config) -> None:
+    if not os.environ.get("DRACO_CLUSTER_STARTS"):
+        # hack/cluster up runs in subprocesses (and xdist workers inherit it too).
+        base = Path(os.environ.get("TMPDIR", "/tmp"))
+        os.environ["DRACO_CLUSTER_STARTS"] = str(base / f"draco-cluster-starts-{os.getpid()}.jsonl")
+    global _current
+    _current = Timings()
+
+
+_current: Timings | None = None
+
+
+def record(report: pytest.TestReport) -> None:
+    if _current is not None:
+        _current.add(report)
+
+
+def summary(terminalreporter: Any, config: pytest.Config) -> None:
+    timings = _current
+    if timings is None or not timings.per_test or hasattr(config, "workerinput"):
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("where the time went")
+    write("time per test directory (setup + call + teardown):")
+    for directory, seconds in timings.per_directory().items():
+        write(f"  {seconds:8.1f} s  {directory}")
+    write(f"the {SLOWEST} slowest tests:")
+    for nodeid, seconds in timings.slowest():
+        write(f"  {seconds:8.1f} s  {nodeid}")
+    starts = cluster_starts()
+    waited = sum(float(s.get("waited_for_build", 0)) for s in starts)
+    write(f"clusters started: {len(starts)} ({sum(float(s.get('start', 0)) for s in starts):.0f} s "
+          f"starting, {waited:.0f} s waiting for builds)")
+    for start in starts:
+        write(f"  {start['k8s']}{' + real node' if start.get('real_node') else ''}: "
+              f"{start['start']} s (waited {start['waited_for_build']} s)  {start['dir']}")
+    out = os.environ.get("DRACO_TEST_TIMINGS")
+    if out:
+        Path(out).write_text(json.dumps({
+            "wall": round(time.monotonic() - timings.started, 1),
+            "per_directory": timings.per_directory(), "slowest": timings.slowest(),
+            "cluster_starts": starts,
+        }, indent=1) + "\n")
