@@ -42,6 +42,11 @@ CNI_BINARIES = ("bridge", "host-local")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
 
 
+# Wait for dpkg's lock rather than fail on it: the background build (runc's libseccomp),
+# the real node (iptables) and hack/image (mmdebstrap) may each install at the same time.
+APT_WAIT = ("-o", "DPkg::Lock::Timeout=600")
+
+
 def apt_install(packages: list[str], why: str) -> None:
     """Debian's PACKAGES, installed with apt-get when missing (as hack/image does for
     mmdebstrap); a machine without root or apt gets the command to run instead."""
@@ -49,10 +54,10 @@ def apt_install(packages: list[str], why: str) -> None:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise ClusterError(f"{why}: run `{wanted}` (needs root and apt)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
+    install = ["apt-get", *APT_WAIT, "install", "-y", "-q", "--no-install-recommends", *packages]
     if subprocess.run(install, capture_output=True, env=env).returncode == 0:
         return
-    subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)  # no lists yet
+    subprocess.run(["apt-get", *APT_WAIT, "update", "-q"], capture_output=True, env=env)  # no lists yet
     done = subprocess.run(install, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise ClusterError(f"{why}: `{wanted}` failed: {done.stderr.strip()[-500:]}")

@@ -37,9 +37,12 @@ def pytest_configure(config: pytest.Config) -> None:
     timing.configure(config)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks it adds
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    """Order (and group) the items before any other plugin's hook: xdist's worker reads
+    the xdist_group marks in its own, and a plain tryfirst hook here runs after it."""
     ordering.order(items)
+    return (yield)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

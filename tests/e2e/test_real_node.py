@@ -126,6 +126,17 @@ def image_config_digest(image_dir: Path, digest: str) -> str:
 def test_both_deployments_run_from_the_image_read_only_and_pass_their_probes(
         helm: Helm, draco_image: tuple[Path, str, float]) -> None:
     image_dir, digest, _ = draco_image
+
+    def all_ready() -> list[dict[str, Any]] | None:
+        # A pod may miss a probe or two while the machine is saturated (the suite runs
+        # beside Go builds): Ready within a minute is what a user sees; no restart below.
+        found = pods(helm, NS, "app.kubernetes.io/instance=draco")
+        return found if len(found) == 4 and all(ready(pod) for pod in found) else None
+
+    try:
+        wait_for(all_ready, 60, interval=1, what="all four pods Ready")
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n{describe(helm)}") from None
     controllers = pods(helm, NS, "app.kubernetes.io/component!=webhook")
     webhooks = pods(helm, NS, "app.kubernetes.io/component=webhook")
     assert len(controllers) == 2 and len(webhooks) == 2, describe(helm)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -38,7 +39,7 @@ def leftovers() -> list[str]:
     if subprocess.run(["ip", "link", "show", "draco0"], capture_output=True).returncode == 0:
         found.append("bridge draco0")
     found += [str(p) for p in Path("/sys/fs/cgroup").glob("*/kubepods")]
-    for table in ("filter", "nat", "mangle"):
+    for table in ("filter", "nat", "mangle") if shutil.which("iptables") else ():  # `up` installs it
         rules = subprocess.run(["iptables", "-w", "-t", table, "-S"], capture_output=True, text=True).stdout
         found += [f"{table}: {line}" for line in rules.splitlines() if "KUBE-" in line]
     found += [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
