@@ -60,7 +60,7 @@ def build_helm() -> Path:
         major, minor, git_version = kubernetes_of(hdir)
         env = go_env()
         # `go install pkg@version` ignores any go.mod and rejects -mod=mod.
-        env.update(GOFLAGS="-buildvcs=false", GOBIN=str(out))
+        env.update(GOFLAGS="-buildvcs=false -p=4", GOBIN=str(out))
         argv = ["go", "install", "-ldflags", " ".join(helm_ldflags(major, minor, git_version)),
                 f"{HELM_MODULE}/cmd/helm@{HELM}"]
         with open(log, "a") as handle:

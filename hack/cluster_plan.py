@@ -43,8 +43,10 @@ from cluster_node_build import (
 )
 
 # The suite's stages after the tests that need no cluster: each needs the builds of the
-# stages before it too. helm comes first because the chart tests of stage 0 use it.
-STAGES = ("helm", "1.34", "1.37", "1.36", "node")
+# stages before it too. helm comes first because the chart tests of stage 0 use it; the
+# real node right after 1.37 (it runs beside it, and its tests are the longest group),
+# so the last group to wait for a build is 1.36's, the shortest.
+STAGES = ("helm", "1.34", "1.37", "node", "1.36")
 NODE_K8S = "1.37"  # the real node runs beside this control plane
 
 
@@ -58,9 +60,8 @@ class Step:
 
 def plan(real_node: bool = True, helm: bool = True) -> list[Step]:
     """Every build of the test bed, in STAGES order."""
-    steps = [Step("1.34", "etcd", ETCD, build_etcd), Step("1.34", "kwok", KWOK, build_kwok)]
-    if helm:
-        steps.insert(0, Step("helm", "helm", HELM, build_helm))
+    steps = [Step("helm", "helm", HELM, build_helm)] if helm else []
+    steps += [Step("1.34", "etcd", ETCD, build_etcd), Step("1.34", "kwok", KWOK, build_kwok)]
     for k8s in ("1.34", "1.37", "1.36"):
         version = kubernetes_version(k8s)
         steps.append(Step(k8s, "kubernetes", version, lambda v=version: build_kubernetes(v)))
@@ -75,7 +76,7 @@ def plan(real_node: bool = True, helm: bool = True) -> list[Step]:
             Step("node", "runc", RUNC, build_runc),
             Step("node", "cni-plugins", CNI_PLUGINS, build_cni),
         ]
-    return steps
+    return sorted(steps, key=lambda step: STAGES.index(step.stage))  # stable
 
 
 def stamp_of(step: Step) -> dict[str, object] | None:
@@ -83,6 +84,11 @@ def stamp_of(step: Step) -> dict[str, object] | None:
         return dict(json.loads((cache_root() / f"{step.component}-{step.version}" / ".stamp").read_text()))
     except (OSError, ValueError):
         return None
+
+
+def all_built(real_node: bool = True, helm: bool = True) -> bool:
+    """Whether every step is stamped in the cache (a warm run: nothing to wait for)."""
+    return all(stamp_of(step) is not None for step in plan(real_node, helm))
 
 
 def build_all(real_node: bool = True, helm: bool = True,

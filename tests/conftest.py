@@ -35,6 +35,7 @@ def kubectl(cluster: EmbeddedCluster) -> Kubectl:
 
 def pytest_configure(config: pytest.Config) -> None:
     timing.configure(config)
+    ordering.schedule(config)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -10,6 +10,7 @@ tests needs), so that fixture is set up once; inside a stage the collection orde
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -21,15 +22,11 @@ import pytest
 HACK = Path(__file__).resolve().parents[1] / "hack"
 
 
-def _stages() -> tuple[str, ...]:
-    if str(HACK) not in sys.path:
-        sys.path.append(str(HACK))
-    import cluster_plan  # a script's module, stdlib only
+if str(HACK) not in sys.path:
+    sys.path.append(str(HACK))
+import cluster_plan  # noqa: E402  (a script's module, stdlib only)
 
-    return tuple(cluster_plan.STAGES)
-
-
-STAGES = _stages()
+STAGES = tuple(cluster_plan.STAGES)
 # What a test needs, read from the fixtures it requests (their closure).
 FIXTURE_STAGE = {
     "real_cluster": "1.34", "real": "1.34", "real_cluster_137": "1.37", "real_137": "1.37",
@@ -115,3 +112,14 @@ def wait_for_builds(item: pytest.Item, say: Callable[[str], None]) -> None:
     _ready = STAGES.index(stage)
     if took >= 5:
         say(f"waited {took:.0f} s for the test bed's builds up to {stage}")
+
+
+def schedule(config: pytest.Config) -> None:
+    """With a cold cache, keep xdist from starting the biggest groups first (its default):
+    the real-cluster groups would then wait for their builds while the tests that need
+    no cluster, which could run beside the build, wait behind them. With everything
+    built, biggest first is the shorter run."""
+    if config.getoption("dist", "no") == "loadgroup" and not hasattr(config, "workerinput"):
+        real_node = os.geteuid() == 0  # the real node's tests need root; so does its build
+        if not cluster_plan.all_built(real_node=real_node):
+            config.option.loadscopereorder = False
