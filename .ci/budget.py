@@ -47,11 +47,10 @@ def main() -> int:
           f"of builds, all ready {build_ready} s after the start; cache "
           f"{'warm' if warm else 'cold' if len(built) == len(build) else 'partly warm'})")
     starts = tests.get("cluster_starts") or []
-    if starts:
-        waited = sum(float(s.get("waited_for_build", 0)) for s in starts)
-        print(f"clusters started by the suite: {len(starts)}, "
-              f"{sum(float(s.get('start', 0)) for s in starts):.0f} s starting, "
-              f"{waited:.0f} s of tests waiting for a build")
+    waited = sum(float(w.get("seconds", 0)) for w in tests.get("build_waits") or [])
+    print(f"clusters started by the suite: {len(starts)}, "
+          f"{sum(float(s.get('start', 0)) for s in starts):.0f} s starting; the suite's workers "
+          f"waited {waited:.0f} s in all for builds")
     share = 100 * args.whole / args.budget
     print(f"whole run: {args.whole} s = {minutes(args.whole)} of the {minutes(args.budget)} "
           f"budget ({share:.0f} %)")

@@ -98,10 +98,11 @@ def build_all(real_node: bool = True, helm: bool = True,
     rows = []
     started = time.monotonic()
     last = STAGES.index(upto)
-    for step in plan(real_node, helm):
-        if STAGES.index(step.stage) > last:
-            continue
-        cached = stamp_of(step) is not None
+    steps = [step for step in plan(real_node, helm) if STAGES.index(step.stage) <= last]
+    # What the cache held when this run began (a step another process builds meanwhile
+    # is no cached step: the run still waited for it).
+    cached_at_start = [stamp_of(step) is not None for step in steps]
+    for step, cached in zip(steps, cached_at_start, strict=True):
         step_started = time.monotonic()
         step.build()
         stamp = stamp_of(step) or {}

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import timing
+
 HACK = Path(__file__).resolve().parents[1] / "hack"
 
 
@@ -110,6 +112,7 @@ def wait_for_builds(item: pytest.Item, say: Callable[[str], None]) -> None:
         say(f"hack/cluster build-all --upto {stage} failed ({took:.0f} s):\n{proc.stderr[-3000:]}")
         return
     _ready = STAGES.index(stage)
+    timing.record_build_wait(stage, took)
     if took >= 5:
         say(f"waited {took:.0f} s for the test bed's builds up to {stage}")
 

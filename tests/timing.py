@@ -42,7 +42,7 @@ class Timings:
         return sorted(self.per_test.items(), key=lambda kv: -kv[1])[:SLOWEST]
 
 
-def cluster_starts() -> list[dict[str, Any]]:
+def _records() -> list[dict[str, Any]]:
     path = os.environ.get("DRACO_CLUSTER_STARTS")
     if not path:
         return []
@@ -51,6 +51,24 @@ def cluster_starts() -> list[dict[str, Any]]:
     except OSError:
         return []
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def cluster_starts() -> list[dict[str, Any]]:
+    """What each `hack/cluster up` of the run recorded."""
+    return [r for r in _records() if r.get("kind") != "build-wait"]
+
+
+def build_waits() -> list[dict[str, Any]]:
+    """How long each worker waited for the builds of a stage before its first test."""
+    return [r for r in _records() if r.get("kind") == "build-wait"]
+
+
+def record_build_wait(stage: str, seconds: float) -> None:
+    path = os.environ.get("DRACO_CLUSTER_STARTS")
+    if path:
+        with open(path, "a") as out:  # one short line: appends of workers do not interleave
+            out.write(json.dumps({"kind": "build-wait", "stage": stage,
+                                  "seconds": round(seconds, 1)}) + "\n")
 
 
 def configure(config: pytest.Config) -> None:
@@ -83,9 +101,13 @@ def summary(terminalreporter: Any, config: pytest.Config) -> None:
     for nodeid, seconds in timings.slowest():
         write(f"  {seconds:8.1f} s  {nodeid}")
     starts = cluster_starts()
-    waited = sum(float(s.get("waited_for_build", 0)) for s in starts)
+    waits = build_waits()
+    waited = sum(float(w["seconds"]) for w in waits)
+    write(f"waited for the test bed's builds: {waited:.0f} s in all ("
+          + ", ".join(f"{w['stage']} {w['seconds']:.0f} s" for w in waits if w["seconds"] >= 1)
+          + ")")
     write(f"clusters started: {len(starts)} ({sum(float(s.get('start', 0)) for s in starts):.0f} s "
-          f"starting, {waited:.0f} s waiting for builds)")
+          "starting)")
     for start in starts:
         write(f"  {start['k8s']}{' + real node' if start.get('real_node') else ''}: "
               f"{start['start']} s (waited {start['waited_for_build']} s)  {start['dir']}")
@@ -94,5 +116,5 @@ def summary(terminalreporter: Any, config: pytest.Config) -> None:
         Path(out).write_text(json.dumps({
             "wall": round(time.monotonic() - timings.started, 1),
             "per_directory": timings.per_directory(), "slowest": timings.slowest(),
-            "cluster_starts": starts,
+            "cluster_starts": starts, "build_waits": waits,
         }, indent=1) + "\n")

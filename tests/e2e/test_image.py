@@ -18,7 +18,7 @@ import pytest
 from operators.apiserver.runner import free_port
 from tests.e2e.backends import RealBackend
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.timeout(900)]  # a cold image build is in the first test
 
 
 @pytest.fixture
