@@ -103,9 +103,8 @@ def summary(terminalreporter: Any, config: pytest.Config) -> None:
     starts = cluster_starts()
     waits = build_waits()
     waited = sum(float(w["seconds"]) for w in waits)
-    write(f"waited for the test bed's builds: {waited:.0f} s in all ("
-          + ", ".join(f"{w['stage']} {w['seconds']:.0f} s" for w in waits if w["seconds"] >= 1)
-          + ")")
+    each = ", ".join(f"{w['stage']} {w['seconds']:.0f} s" for w in waits if w["seconds"] >= 1)
+    write(f"waited for the test bed's builds: {waited:.0f} s in all" + (f" ({each})" if each else ""))
     write(f"clusters started: {len(starts)} ({sum(float(s.get('start', 0)) for s in starts):.0f} s "
           "starting)")
     for start in starts:
