@@ -103,12 +103,10 @@ def build_all(real_node: bool = True, helm: bool = True,
     # is no cached step: the run still waited for it).
     cached_at_start = [stamp_of(step) is not None for step in steps]
     for step, cached in zip(steps, cached_at_start, strict=True):
-        step_started = time.monotonic()
         step.build()
         stamp = stamp_of(step) or {}
         rows.append({"stage": step.stage, "component": step.component, "version": step.version,
                      "cached": cached, "seconds": 0 if cached else stamp.get("seconds", 0),
-                     "waited": round(time.monotonic() - step_started),
                      "ready_at": round(time.monotonic() - started)})
     return rows
 

@@ -1,7 +1,8 @@
 """Where the suite's time goes: a closing section with the time per test directory, the
 30 slowest tests (setup, call and teardown together, so a cluster's start counts for
-the first test that needs it) and every cluster `hack/cluster up` started, with how long
-it waited for a build still running in the background (`.ci/run`).
+the first test that needs it), how long the workers waited for builds still running in
+the background (`.ci/run`; outside the tests' own times) and every cluster `hack/cluster
+up` started.
 
 `DRACO_TEST_TIMINGS=FILE` also writes the figures as JSON, which `.ci/run` reads for its
 budget line. The cluster starts come from `DRACO_CLUSTER_STARTS`, a file `hack/cluster
@@ -109,7 +110,7 @@ def summary(terminalreporter: Any, config: pytest.Config) -> None:
           "starting)")
     for start in starts:
         write(f"  {start['k8s']}{' + real node' if start.get('real_node') else ''}: "
-              f"{start['start']} s (waited {start['waited_for_build']} s)  {start['dir']}")
+              f"{start['start']} s  {start['dir']}")
     out = os.environ.get("DRACO_TEST_TIMINGS")
     if out:
         Path(out).write_text(json.dumps({
