@@ -167,7 +167,7 @@ def _reachable(targeting: tuple[SliceCandidates, ...], node: NodeInfo | None) ->
             if not sl.per_device or placement_matches(d.placement, node)]
 
 
-def _enough(w: Wanted, devices: Collection[Candidate] | None, matcher: Matcher,
+def enough(w: Wanted, devices: Collection[Candidate] | None, matcher: Matcher,
             in_use: Collection[DeviceID]) -> bool:
     """Whether `devices` (None: the whole inventory) hold enough free, tolerated devices
     that the request's selectors match."""
@@ -203,7 +203,7 @@ def _ranks(plan: Sequence[Sequence[Sequence[Wanted]]], devices: Collection[Candi
     ranks: list[int | None] = []
     for per_claim in plan:
         for alts in per_claim:
-            first = next((k for k, w in enumerate(alts) if _enough(w, devices, matcher, in_use)),
+            first = next((k for k, w in enumerate(alts) if enough(w, devices, matcher, in_use)),
                          None)
             if first is None:
                 return None

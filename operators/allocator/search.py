@@ -17,8 +17,8 @@ Devices with fields draco does not model are never candidates.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from operators.allocator.capacity import NO_SHARES, Charged, Number, Shares, consumption, num
 from operators.allocator.counters import Ledger
@@ -183,20 +183,43 @@ def selectable(w: Wanted, sl: SliceCandidates, d: Candidate, node: NodeInfo | No
     return ok
 
 
+@dataclass(slots=True)
+class Joint:
+    """What the searches of several pods allocated together (a gang) share: each pod's
+    search sees the devices, capacity and counters the earlier pods' searches took.
+    Claim indices are offset per pod, so that two pods' claims never look alike."""
+
+    ledger: Ledger
+    allocating: dict[DeviceID, set[int]] = field(default_factory=dict)
+    allocating_capacity: dict[DeviceID, dict[str, Number]] = field(default_factory=dict)
+    sharing: dict[DeviceID, int] = field(default_factory=dict)
+
+
 class Search:
-    """One allocation attempt over one node. `run()` -> True/False or raises."""
+    """One allocation attempt over one node. `run()` -> True/False or raises.
+
+    Within a gang (`joint`), each pod's search shares the others' state, admits only
+    the devices of the gang's topology domain (`admit`), and on success continues into
+    the next pod (`then`), so a dead end in a later pod backtracks into this pod's
+    device choices too."""
 
     def __init__(self, claims: Sequence[ResourceClaim], node: NodeInfo | None,
                  inventory: Inventory, classes: dict[str, DeviceClass],
                  in_use: Collection[DeviceID], deadline: float,
-                 shares: Shares = NO_SHARES) -> None:
+                 shares: Shares = NO_SHARES, *, joint: Joint | None = None,
+                 claim_offset: int = 0,
+                 admit: Callable[[Candidate], bool] | None = None) -> None:
         self.claims = claims
         self.node = node
         self.in_use = in_use
         self.shares = shares
+        self.offset = claim_offset
+        self.then: Callable[[], bool] | None = None
+        self.admit = admit
         # KEP-5075: what this attempt gives of each shared device, and how many shares
-        self.allocating_capacity: dict[DeviceID, dict[str, Number]] = {}
-        self.sharing: dict[DeviceID, int] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Number]] = (
+            {} if joint is None else joint.allocating_capacity)
+        self.sharing: dict[DeviceID, int] = {} if joint is None else joint.sharing
         self.deadline = deadline
         self.steps = 0
         # KEP-5007: pools with a device that has binding conditions come after all
@@ -207,13 +230,14 @@ class Search:
         # Devices with fields draco does not model never become candidates (fail closed).
         self.usable: list[tuple[SliceCandidates, Candidate]] = [
             (sl, d) for p, t in self.pools if not p.unusable(t)
-            for sl in t for d in sl.devices if not d.unsupported
+            for sl in t for d in sl.devices if not d.unsupported and (admit is None or admit(d))
         ]
-        self.ledger = Ledger((p for p, _ in self.pools), Charged(in_use, shares))
+        self.ledger = (Ledger((p for p, _ in self.pools), Charged(in_use, shares))
+                       if joint is None else joint.ledger)
         self.plan: list[list[list[Wanted]]] = []
         self.constraints: list[list[MatchAttribute]] = []
         self.picks: list[list[Pick]] = [[] for _ in claims]
-        self.allocating: dict[DeviceID, set[int]] = {}
+        self.allocating: dict[DeviceID, set[int]] = {} if joint is None else joint.allocating
         self.chosen: dict[tuple[int, int], int] = {}
         for ci, claim in enumerate(claims):
             per_request = wanted_for_claim(ci, claim, classes, self._prepare)
@@ -243,6 +267,8 @@ class Search:
                     f"devices, but resource pool {p.id} is currently invalid")
             for sl in targeting:
                 for d in sl.devices:
+                    if self.admit is not None and not self.admit(d):
+                        continue  # outside the gang's topology domain
                     if selectable(w, sl, d, self.node, claim):
                         if d.unsupported:
                             raise AllocationError(
@@ -268,7 +294,7 @@ class Search:
     def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
         self._tick()
         if ci >= len(self.plan):
-            return True
+            return True if self.then is None else self.then()
         requests = self.plan[ci]
         if ri >= len(requests):
             try:
@@ -334,7 +360,7 @@ class Search:
     def _busy(self, w: Wanted, device_id: DeviceID) -> bool:
         holders = self.allocating.get(device_id)
         if w.admin_access:
-            return holders is not None and w.claim_index in holders
+            return holders is not None and self.offset + w.claim_index in holders
         return device_id in self.in_use or bool(holders)
 
     def _charges_counters(self, d: Candidate) -> bool:
@@ -383,7 +409,7 @@ class Search:
             self.sharing[d.id] = self.sharing.get(d.id, 0) + 1
             pick = Pick(w, d, consumed)
         else:
-            self.allocating.setdefault(d.id, set()).add(w.claim_index)
+            self.allocating.setdefault(d.id, set()).add(self.offset + w.claim_index)
             pick = Pick(w, d)
         self.picks[w.claim_index].append(pick)
         return True
@@ -398,6 +424,6 @@ class Search:
             for n, q in pick.consumed.items():
                 into[n] -= num(q.value)
         else:
-            self.allocating[d.id].discard(w.claim_index)
+            self.allocating[d.id].discard(self.offset + w.claim_index)
         if self._charges_counters(d):
             self.ledger.release(d)

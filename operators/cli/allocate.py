@@ -38,7 +38,6 @@ from typing import Any
 
 from operators.allocator import (
     DEFAULT_BUDGET_S,
-    AllocationOutcome,
     NodeInfo,
     Shares,
     in_use_from_tracker,
@@ -46,13 +45,13 @@ from operators.allocator import (
     shares_from_tracker,
 )
 from operators.allocator.nodes import NodeIndex, Placement, PodFit, candidate_nodes, place
-from operators.allocator.results import config_to_api
+from operators.cli.allocate_gang import gang_document, gang_table
+from operators.cli.allocation_records import allocated_record, failed_record, nodes_from
 from operators.cli.inputs import UsageError
 from operators.cli.output import emit, render_table, warn
 from operators.cli.state import add_source_options, load_state
 from operators.cli.upstream_taints import add_upstream
 from operators.model import AllocationResult, DeviceClass, DeviceID, NamespacedName, ResourceClaim
-from operators.model.nodes import parse_node
 from operators.tracker import Tracker
 
 
@@ -75,32 +74,13 @@ def register(subparsers: Any) -> None:
                         metavar="NS/NAME", help="allocate this claim (repeat once per claim; "
                         "the named claims are allocated together, all or nothing)")
     parser.add_argument("--node", default=None, metavar="NAME", help="try only this node")
+    parser.add_argument("--gang", default=None, type=claim_key, metavar="NS/NAME",
+                        help="place this Gang (or PodGroup) instead: all its members' claims "
+                        "jointly, all or nothing, in one topology domain")
     parser.set_defaults(func=run)
 
 
 # -- inputs -------------------------------------------------------------------------------
-
-def nodes_from(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list[NodeInfo]:
-    """Node objects of the input (labels, taints, cordon); without any, the nodes the
-    slices name (no labels, no taints)."""
-    nodes: dict[str, NodeInfo] = {}
-    for obj in objects:
-        if obj.get("kind") != "Node":
-            continue
-        md = obj.get("metadata") or {}
-        if isinstance(md.get("labels") or {}, dict):
-            parsed = parse_node(obj)
-            if parsed.name:
-                nodes[parsed.name] = parsed
-    if not nodes:
-        for s in tracker.resource_slices():
-            if s.node_name:
-                nodes.setdefault(s.node_name, NodeInfo(s.node_name))
-            for d in s.devices:
-                if d.placement.node_name:
-                    nodes.setdefault(d.placement.node_name, NodeInfo(d.placement.node_name))
-    return sorted(nodes.values(), key=lambda n: n.name)
-
 
 def pods_using(tracker: Tracker, claims: Iterable[ResourceClaim],
                settled: Mapping[NamespacedName, AllocationResult]) -> list[PodFit]:
@@ -149,24 +129,6 @@ def claims_in_order(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list
 
 # -- records ------------------------------------------------------------------------------
 
-def _results(allocation: AllocationResult) -> list[dict[str, Any]]:
-    out = []
-    for r in allocation.results:
-        item: dict[str, Any] = {"request": r.request, "driver": r.driver, "pool": r.pool,
-                                "device": r.device}
-        if r.admin_access:
-            item["adminAccess"] = True
-        if r.share_id:  # KEP-5075: one share of a device that allows multiple allocations
-            item["shareID"] = r.share_id
-        if r.consumed_capacity:
-            item["consumedCapacity"] = {n: str(q) for n, q in r.consumed_capacity.items()}
-        if r.binding_conditions:  # KEP-5007
-            item["bindingConditions"] = list(r.binding_conditions)
-            item["bindingFailureConditions"] = list(r.binding_failure_conditions)
-        out.append(item)
-    return out
-
-
 def _pinned_node(allocation: AllocationResult) -> str | None:
     """The node an existing allocation names by metadata.name, if it names exactly one."""
     sel = allocation.node_selector
@@ -179,20 +141,6 @@ def _pinned_node(allocation: AllocationResult) -> str | None:
     if r.key == "metadata.name" and r.operator == "In" and len(r.values) == 1:
         return r.values[0]
     return None
-
-
-def allocated_record(allocation: AllocationResult, node: str | None) -> dict[str, Any]:
-    return {"allocated": True, "node": node,
-            "nodeSelector": allocation.node_selector.to_api() if allocation.node_selector else None,
-            "results": _results(allocation), "config": config_to_api(allocation),
-            "reason": None, "explain": None}
-
-
-def failed_record(outcome: AllocationOutcome, label: str) -> dict[str, Any]:
-    explained = next((e for e in outcome.explain if e.claim == label), None)
-    return {"allocated": False, "node": None, "nodeSelector": None, "results": [], "config": [],
-            "reason": outcome.reason or outcome.status,
-            "explain": explained.to_api() if explained is not None else None}
 
 
 def _label(c: ResourceClaim) -> str:
@@ -290,5 +238,10 @@ def table(doc: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     tracker, objects = load_state(args)
     add_upstream(args, tracker, list(objects), probe=False)  # upstream's rules taint devices too
+    if args.gang is not None:
+        if args.claims or args.node:
+            raise UsageError("--gang places the whole gang: it takes no --claim or --node")
+        emit(gang_document(tracker, objects, args.gang, DEFAULT_BUDGET_S), args.output, gang_table)
+        return 0
     emit(document(tracker, objects, args.claims, args.node, DEFAULT_BUDGET_S), args.output, table)
     return 0

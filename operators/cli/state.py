@@ -22,7 +22,8 @@ from operators.tracker.overlay import Overlay
 IGNORED_KINDS = frozenset({
     "Node", "Namespace", "Event", "ConfigMap", "Secret", "ServiceAccount", "Lease",
     "PodDisruptionBudget", "ResourceClaimTemplate", "CustomResourceDefinition", "Deployment",
-    "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Service", "DeviceHealthPolicy",
+    "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Service", "DeviceHealthPolicy", "Gang",
+    "PodGroup",
 })
 
 

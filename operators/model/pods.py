@@ -65,6 +65,8 @@ class Pod(NamespacedObject):
     tolerations: tuple[PodToleration, ...] = ()  # spec.tolerations (node taints, not devices')
     # (device, health) as the kubelet reports it (KEP-4680), from every container status
     device_health: tuple[tuple[DeviceID, str], ...] = ()
+    priority: int = 0  # spec.priority, as the Priority admission plugin resolved it
+    pod_group: str = ""  # spec.schedulingGroup.podGroupName (1.36+), "" when none
 
     @property
     def terminal(self) -> bool:
@@ -190,6 +192,11 @@ def parse_pod(meta: ObjectMeta, spec: Mapping[str, Any], status: Mapping[str, An
         node_name = f.string(spec, "nodeName")
         node_selector = f.string_map(spec, "nodeSelector")
         required = _required_affinity(affinity)
+        priority = f.integer(spec, "priority")
+        try:
+            pod_group = f.string(f.obj(spec, "schedulingGroup"), "podGroupName")
+        except FieldError as e:
+            raise e.at("schedulingGroup") from None
     except FieldError as e:
         raise e.at("spec") from None
     try:
@@ -220,6 +227,8 @@ def parse_pod(meta: ObjectMeta, spec: Mapping[str, Any], status: Mapping[str, An
         extended_resource_claim_status=ext,
         tolerations=parse_tolerations(spec.get("tolerations")),
         device_health=_device_health(status),
+        priority=priority,
+        pod_group=pod_group,
     )
 
 
