@@ -187,15 +187,17 @@ def _blocked(d: Candidate, w: Wanted) -> bool:
 
 
 def _shape(m: Member) -> object:
-    """Members with equal shapes can trade placements (see gang_search)."""
+    """Members with equal shapes can trade placements (see gang_search). The claims'
+    specs compare by their repr (frozen model objects print every field; some hold
+    read-only mappings, which do not hash)."""
+    claims = repr(tuple((c.requests, c.constraints, c.config, sorted(c.meta.annotations.items()))
+                        for c in m.pending))
     try:
-        claims = tuple((c.requests, c.constraints, c.config, tuple(sorted(c.meta.annotations.items())))
-                       for c in m.pending)
         key = (filter_shape(m.pod), claims, tuple(sorted(c.name for c in m.allocated)))
         hash(key)
-        return key
     except TypeError:
         return None
+    return key
 
 
 def _plans(members: Sequence[Member], nodes: Mapping[str, Sequence[NodeInfo]],

@@ -57,14 +57,24 @@ def gang(name: str, min_count: int, *, node_label: str | None = None,
             "metadata": {"name": name, "namespace": NS}, "spec": spec}
 
 
+def allocated_on(node_name: str, *devices: str, request: str = "gpu") -> dict[str, Any]:
+    """`status.allocation` of devices of the node's pool, pinned to the node."""
+    return {"devices": {"results": [{"request": request, "driver": "driver-a", "pool": node_name,
+                                     "device": d} for d in devices]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}
+
+
 def member(pod: str, gang_name: str, requests: Sequence[Mapping[str, Any]], *,
            constraints: Sequence[Mapping[str, Any]] = (), allocation: Mapping[str, Any] | None = None,
            node_name: str = "") -> list[dict[str, Any]]:
-    """A gated pod of the gang with one claim `<pod>-claim` of REQUESTS."""
+    """A gated pod of the gang with one claim `<pod>-claim` of REQUESTS; with ALLOCATION
+    (see `allocated_on`), its claim is allocated and reserved and the pod ungated."""
     c = claim_api({"name": f"{pod}-claim", "requests": list(requests),
                    **({"constraints": list(constraints)} if constraints else {})})
     if allocation is not None:
-        c["status"] = {"allocation": allocation}
+        c["status"] = {"allocation": allocation, "reservedFor": [
+            {"resource": "pods", "name": pod, "uid": f"uid-{pod}"}]}
     spec: dict[str, Any] = {
         "schedulingGates": [] if allocation else [{"name": "resource.draco.dev/allocation"}],
         "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{pod}-claim"}],
