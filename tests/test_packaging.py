@@ -16,10 +16,11 @@ def test_packaged_crds_are_the_files_in_crds() -> None:
     shipped = {p.name: p.read_bytes() for p in (ROOT / "crds").glob("*.yaml")}
     packaged = {p.name: p.read_bytes() for p in PACKAGED_CRDS.glob("*.yaml")}
     assert shipped == packaged and set(shipped) == {"devicetaintrules.yaml", "resourceslicepatches.yaml",
-                                                    "devicehealthpolicies.yaml"}
-    for body in shipped.values():
+                                                    "devicehealthpolicies.yaml", "gangs.yaml"}
+    for name, body in shipped.items():
         crd = yaml.safe_load(body)
-        assert crd["spec"]["group"] == "resource.draco.dev" and crd["spec"]["scope"] == "Cluster"
+        scope = "Namespaced" if name == "gangs.yaml" else "Cluster"  # a gang's pods share one
+        assert crd["spec"]["group"] == "resource.draco.dev" and crd["spec"]["scope"] == scope
 
 
 def test_help_lists_only_working_commands() -> None:
