@@ -58,6 +58,7 @@ from prometheus_client import Counter
 from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker, shares_from_tracker
 from operators.allocator.capacity import Shares
 from operators.allocator.claim_writer import WriteResult, pod_reference, release_claim, write_claim
+from operators.allocator.gang_loop import GangWork
 from operators.allocator.holds import DEFAULT_TTL, Holds, InUse
 from operators.allocator.inventory import inventory_from_tracker
 from operators.allocator.nodes import (
@@ -87,6 +88,7 @@ from operators.model import DeviceClass, DeviceID, NamespacedName
 from operators.model.binding import BINDING_TIMEOUT_S
 from operators.model.nodes import NodeInfo, parse_node
 from operators.tracker import Change, Tracker
+from operators.tracker.gangs import GANG_KINDS
 
 log = structlog.get_logger("draco.allocator")
 
@@ -114,7 +116,7 @@ class AllocatorSettings:
     binding_timeout: float = BINDING_TIMEOUT_S  # KEP-5007: kube-scheduler's default bindingTimeout
 
 
-class AllocatorController(KeyedPassLoop):
+class AllocatorController(KeyedPassLoop, GangWork):
     name = "allocator"
 
     def __init__(self, tracker: Tracker, client: KubeClient, settings: AllocatorSettings | None = None,
@@ -148,6 +150,7 @@ class AllocatorController(KeyedPassLoop):
         self.decisions = 0  # allocations searched (tests assert work per event with it)
         self.passes = 0
         self._rescan = True
+        self._gang_init()
         self._init_loop()
 
     def resync(self) -> None:
@@ -160,11 +163,14 @@ class AllocatorController(KeyedPassLoop):
     # -- what wakes the loop
 
     def _on_change(self, change: Change) -> None:
+        woken = set(change.pods)
         for key in change.claims:
             self.holds.settle(key, self.tracker.claim(key))
-            self.pending.update(self.tracker.pods_of_claim(key))
-        self.pending |= change.pods
-        if change.devices or change.pools or change.slices or change.device_classes or change.objects:
+            woken.update(self.tracker.pods_of_claim(key))
+        self.pending |= woken
+        self._gang_on_change(change, woken)
+        device_objects = any(r.kind not in GANG_KINDS for r in change.objects)
+        if change.devices or change.pools or change.slices or change.device_classes or device_objects:
             self._index = None
             self._view_changed()
         freed = False
@@ -184,6 +190,7 @@ class AllocatorController(KeyedPassLoop):
 
     def _view_changed(self) -> None:
         self.pending.update(self.unsatisfied)
+        self._gang_view_changed()
 
     def node_event(self, etype: str, body: Mapping[str, Any]) -> None:
         """A Node watch event: where devices can be used, or which pods a node takes,
@@ -232,6 +239,8 @@ class AllocatorController(KeyedPassLoop):
         if self._rescan:
             self._rescan = False
             keys = {p.key for p in self.tracker.pods() if p.has_gate(self.settings.gate)}
+            self.gang_queue |= self.gang_members.rescan(self.tracker)
+        self._gang_step()  # gangs first: a pass never gives their devices to single pods
         keys |= self.pending
         self.pending = set()
         keys |= {k for k, when in self.retry_at.items() if when <= now}
@@ -281,6 +290,8 @@ class AllocatorController(KeyedPassLoop):
                 OUTCOMES.labels(outcome=UNSCHEDULABLE).inc()
                 self._spawn(key, self._report(key, work.uid, UNSCHEDULABLE, work.message))
                 return
+            if self._gang_of(key) is not None and work.pending:
+                return  # decided with its gang (queued when the pod or its gang changed)
             self._decide(key, work)
 
     def _decide(self, key: NamespacedName, work: Work) -> None:
@@ -321,7 +332,8 @@ class AllocatorController(KeyedPassLoop):
         allowed, refused = found
         view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
         view.nodes = allowed
-        placement = place(list(work.pending), view, self._classes, self._current_in_use(),
+        in_use = self._reserved_from(work.pod.meta.key, self._current_in_use())
+        placement = place(list(work.pending), view, self._classes, in_use,
                           self.settings.budget, refused=refused, start=self._next_start,
                           shares=self._current_shares())
         if allowed:
@@ -445,7 +457,8 @@ class AllocatorController(KeyedPassLoop):
             log.warning("claim changed under the write again; retrying later", **log_fields)
             self.stale.discard(key)
             self._retry(key)
-            uid = self.tracker.pod(key).meta.uid if self.tracker.pod(key) is not None else ""
+            found = self.tracker.pod(key)
+            uid = found.meta.uid if found is not None else ""
             if uid and "not created for this pod" in result.message:
                 self._background(self._report(key, uid, UNSCHEDULABLE,
                                               f"claim {claim}: {result.message}"))

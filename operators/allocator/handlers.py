@@ -22,7 +22,7 @@ from operators.kube.shell import register_loop
 from operators.kube.supervision import Supervisor, guarded
 from operators.tracker import Tracker
 
-FEEDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "Pod", "DeviceTaintRule")
+FEEDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "Pod", "DeviceTaintRule", "Gang", "PodGroup")
 
 
 def settings_from(settings: Any) -> AllocatorSettings:

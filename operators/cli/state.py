@@ -22,8 +22,7 @@ from operators.tracker.overlay import Overlay
 IGNORED_KINDS = frozenset({
     "Node", "Namespace", "Event", "ConfigMap", "Secret", "ServiceAccount", "Lease",
     "PodDisruptionBudget", "ResourceClaimTemplate", "CustomResourceDefinition", "Deployment",
-    "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Service", "DeviceHealthPolicy", "Gang",
-    "PodGroup",
+    "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Service", "DeviceHealthPolicy",
 })
 
 
@@ -45,6 +44,8 @@ def standard_overlays() -> list[Overlay]:
         pass
     else:
         overlays.append(TaintRuleOverlay())
+    from operators.tracker.gangs import GangOverlay
+    overlays.append(GangOverlay())  # no device effect: the gangs the allocator and narrowing read
     return overlays
 
 

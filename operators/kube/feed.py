@@ -30,8 +30,12 @@ WATCHED: dict[str, tuple[str, str, str]] = {
     # upstream's own rule (v1 from 1.37, v1beta2/v1alpha3 behind gates before): watched
     # where served; bodies keep kind DeviceTaintRule and are told apart by apiVersion
     "DeviceTaintRule.resource.k8s.io": ("resource.k8s.io", "", "devicetaintrules"),
+    "Gang": ("resource.draco.dev", "v1alpha1", "gangs"),
+    # upstream's group API (v1beta1 in 1.37 behind GenericWorkload): watched where served
+    "PodGroup": ("scheduling.k8s.io", "", "podgroups"),
 }
-UPSTREAM_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
+# the versions tried, newest first, for kinds a server may not serve at all
+OPTIONAL_VERSIONS = {"devicetaintrules": ("v1", "v1beta2", "v1alpha3"), "podgroups": ("v1beta1",)}
 # the many-object kinds: fed by draco's own list+watch (kube/list_watch.py), not kopf
 OWN_FEEDS = ("Pod", "ResourceClaim", "ResourceSlice")
 
@@ -218,7 +222,7 @@ class SyncGate:
                 resp = await client.get(f"{prefix}/{plural}")
             else:  # a kind the server may not serve at all (upstream's rule before 1.37):
                 # listed, not looked up, so missing RBAC shows as a 403 where it matters
-                for candidate in UPSTREAM_RULE_VERSIONS:
+                for candidate in OPTIONAL_VERSIONS[plural]:
                     resp = await client.get(f"/apis/{group}/{candidate}/{plural}")
                     if resp.status != 404:
                         break

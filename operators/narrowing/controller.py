@@ -46,6 +46,7 @@ from typing import Any
 import structlog
 from prometheus_client import Counter
 
+from operators.allocator.gang_members import GangMembers, gang_key, gang_view
 from operators.kube.client import KubeClient, Response
 from operators.kube.conditions import rfc3339
 from operators.kube.conflicts import read_modify_write
@@ -59,6 +60,7 @@ from operators.narrowing.narrow import DRACO_GATE, CannotNarrow, Narrowed, Narro
 from operators.narrowing.nodes import refusal
 from operators.narrowing.readiness import NotOurs, Ready, Waiting, readiness
 from operators.tracker import Change, Tracker
+from operators.tracker.gangs import GANG_KINDS, gang_overlay
 
 log = structlog.get_logger("draco.narrowing")
 
@@ -113,6 +115,7 @@ class NarrowingController(KeyedPassLoop):
         self.considered = 0  # pods looked at (tests assert work per event with it)
         self.passes = 0
         self._rescan = True
+        self.gang_members = GangMembers()
         self._init_loop()
 
     def resync(self) -> None:
@@ -122,6 +125,11 @@ class NarrowingController(KeyedPassLoop):
         self.pending |= change.pods
         for claim in change.claims:
             self.pending.update(self.tracker.pods_of_claim(claim))
+        # a gang completes with its last member's claim: every member is looked at again
+        touched = self.gang_members.update(self.tracker, set(self.pending))
+        touched |= {(r.kind, r.namespace, r.name) for r in change.objects if r.kind in GANG_KINDS}
+        for gang in touched:
+            self.pending |= self.gang_members.pods.get(gang, set())
         self.wake.set()
 
     # -- nodes
@@ -175,6 +183,7 @@ class NarrowingController(KeyedPassLoop):
         if self._rescan:
             self._rescan = False
             keys = {p.key for p in self.tracker.pods()}
+            self.gang_members.rescan(self.tracker)
         else:
             keys = set()
         keys |= self.pending
@@ -213,8 +222,31 @@ class NarrowingController(KeyedPassLoop):
                         + "; ".join(state.binding)))
                 self._waiting(key, state, now)
                 return
+            incomplete = self._gang_incomplete(key)
+            if incomplete is not None:
+                self._waiting(key, Waiting(state.uid, (incomplete,)), now)
+                return
             self.deadlines.pop(key, None)
             self._spawn(key, self._narrow(key, state))
+
+    def _gang_incomplete(self, key: NamespacedName) -> str | None:
+        """Why a gang member's claims, ready as they are, must wait: its gang has fewer
+        than minCount members with their devices (None: not a member, or complete)."""
+        pod = self.tracker.pod(key)
+        gkey = gang_key(pod) if pod is not None else None
+        if gkey is None:
+            return None
+        gangs = gang_overlay(self.tracker)
+        if gangs is not None and gangs.is_basic(*gkey):
+            return None  # a PodGroup without a gang policy: its pods go one by one
+        if gangs is None or gangs.gang(*gkey) is None:
+            return f"{gkey[0]} {gkey[1]}/{gkey[2]} does not exist or cannot be read"
+        view = gang_view(self.tracker, gangs, self.gang_members, gkey, self.settings.gate)
+        if view.complete:
+            return None
+        assert view.gang is not None
+        return (f"{gkey[0]} {view.label}: {view.placed} of {view.gang.min_count} members have "
+                "their devices; members are ungated together")
 
     def _forget(self, key: NamespacedName) -> None:
         self.deadlines.pop(key, None)

@@ -23,7 +23,7 @@ from operators.kube.supervision import Supervisor, guarded
 from operators.narrowing.controller import NarrowingController, NarrowingSettings
 from operators.tracker import Tracker
 
-FEEDS = ("ResourceClaim", "Pod")
+FEEDS = ("ResourceClaim", "Pod", "Gang", "PodGroup")
 
 
 def settings_from(settings: Any) -> NarrowingSettings:

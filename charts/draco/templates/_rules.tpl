@@ -87,6 +87,15 @@ controllers with low-level event handlers only, so it patches nothing of its own
 - apiGroups: [resource.draco.dev]
   resources: [resourceslicepatches]
   verbs: [list, watch]  # admin-set attributes count in the allocator's device view
+- apiGroups: [resource.draco.dev]
+  resources: [gangs]
+  verbs: [list, watch]  # groups whose members are allocated jointly
+- apiGroups: [resource.draco.dev]
+  resources: [gangs/status]
+  verbs: [patch]  # members, placed, domain, the Allocated condition
+- apiGroups: [scheduling.k8s.io]
+  resources: [podgroups]
+  verbs: [list, watch]  # upstream's groups, where served (1.37 with GenericWorkload)
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch]
@@ -105,6 +114,12 @@ controllers with low-level event handlers only, so it patches nothing of its own
 - apiGroups: [resource.k8s.io]
   resources: [resourceclaims]
   verbs: [list, watch]
+- apiGroups: [resource.draco.dev]
+  resources: [gangs]
+  verbs: [list, watch]  # a gang's members are ungated only once the gang is complete
+- apiGroups: [scheduling.k8s.io]
+  resources: [podgroups]
+  verbs: [list, watch]  # upstream's groups, where served
 - apiGroups: [""]
   resources: [pods]
   # patch (fast path) or get + update (on a conflict): affinity narrowed and gate removed

@@ -1,0 +1,388 @@
+"""The allocator's gang path: members of a gang are decided together, never one by one.
+
+A gated pod that belongs to a gang (label `resource.draco.dev/gang`, or a PodGroup with
+a gang policy through `spec.schedulingGroup`) is not allocated alone: its gang is
+queued, and the gang is decided as a whole (`gang.place_gang`) over the same device
+view, holds and node cache as single pods. Gangs are decided before single pods in
+each pass, by priority (the highest member's `spec.priority`), then age.
+
+Writes: when the gang fits, every device of every member is held first, then each
+member's claims are written as one pod's are (`claim_writer.write_claim`: finalizer,
+then allocation and reservation). The narrowing controller ungates members only once
+the gang is complete (at least `minCount` members placed), so no member runs early.
+
+Crash safety without a journal: the claims themselves are the record. A draco killed
+mid-write (or a write refused) leaves some members placed and the gang incomplete.
+Whoever decides the gang next (this process, after a restart, or a new leader) sees
+those members as placed: their domain is the gang's, and only the rest is searched.
+If the rest fits, the gang is completed (rolled forward); if it does not, the placed
+members that are still gated are released (`claim_writer.release_claim`, as
+kube-scheduler releases a failed binding), so an incomplete gang never holds devices.
+
+Starvation: a gang that cannot be placed reserves the domain it came closest in for
+`waitSeconds` (default `DEFAULT_WAIT_S`): single pods that are younger and of no
+higher priority are allocated elsewhere, so freed devices there accumulate for the
+gang. Past the limit the gang reports `WaitLimitExceeded` and stops reserving (it
+keeps waiting, and is placed whenever it fits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Collection, Coroutine, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+from prometheus_client import Counter
+
+from operators.allocator.capacity import Shares
+from operators.allocator.claim_writer import pod_reference, release_claim, write_claim
+from operators.allocator.gang import GangOutcome, place_gang
+from operators.allocator.gang_members import GangMembers, GangView, gang_view
+from operators.allocator.holds import Holds, InUse
+from operators.allocator.nodes import NodeIndex
+from operators.allocator.results import allocation_to_api
+from operators.kube.client import KubeClient
+from operators.kube.conditions import rfc3339
+from operators.kube.pod_reports import PodReporter
+from operators.kube.supervision import guarded
+from operators.model import DeviceClass, DeviceID, NamespacedName
+from operators.tracker import Change, Tracker
+from operators.tracker.gangs import GANG_KINDS, GangKey, gang_overlay
+
+log = structlog.get_logger("draco.allocator")
+
+DEFAULT_WAIT_S = 300.0
+GANGS = Counter("draco_allocator_gangs_total", "Gang decisions, by outcome.", ["outcome"])
+
+
+@dataclass
+class Reservation:
+    """Devices a waiting gang keeps younger, lower-or-equal-priority single pods off."""
+
+    devices: frozenset[DeviceID]
+    priority: int
+    created: float  # the gang's age (creation time, epoch seconds)
+    until: float  # monotonic
+
+
+class Reserved(Collection[DeviceID]):
+    """In use, plus what waiting gangs reserve from the pod being decided."""
+
+    def __init__(self, base: Collection[DeviceID], extra: frozenset[DeviceID]) -> None:
+        self.base, self.extra = base, extra
+
+    def __contains__(self, device: object) -> bool:
+        return device in self.extra or device in self.base
+
+    def __iter__(self) -> Iterator[DeviceID]:
+        yield from self.base
+        yield from (d for d in self.extra if d not in self.base)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def gang_path(group: str, version: str, key: GangKey) -> str:
+    return f"/apis/{group}/{version}/namespaces/{key[1]}/gangs/{key[2]}/status"
+
+
+class GangWork:
+    """Mixed into AllocatorController (which provides tracker, client, holds, settings,
+    the node index and the write machinery)."""
+
+    tracker: Tracker
+    client: KubeClient
+    holds: Holds
+    settings: Any
+    monotonic: Callable[[], float]
+    clock: Callable[[], datetime]
+    wake: asyncio.Event
+    sem: asyncio.Semaphore
+    reports: PodReporter
+    unsatisfied: dict[NamespacedName, str]
+    decisions: int
+    _classes: dict[str, DeviceClass]
+
+    # provided by the controller
+    def _node_index(self) -> NodeIndex:
+        raise NotImplementedError
+
+    def _current_in_use(self) -> InUse:
+        raise NotImplementedError
+
+    def _current_shares(self) -> Shares:
+        raise NotImplementedError
+
+    def _background(self, coro: Coroutine[Any, Any, None]) -> None:
+        raise NotImplementedError
+
+    def _spawn(self, key: NamespacedName, coro: Coroutine[Any, Any, None]) -> None:
+        raise NotImplementedError
+
+    async def _report(self, key: NamespacedName, uid: str, reason: str, message: str) -> None:
+        raise NotImplementedError
+
+    def _gang_init(self) -> None:
+        self.gang_members = GangMembers()
+        self.gang_queue: set[GangKey] = set()
+        self.gang_waiting: set[GangKey] = set()  # unsatisfiable: decided again on a view change
+        self.committing: set[GangKey] = set()
+        self.reservations: dict[GangKey, Reservation] = {}
+        self.gang_status: dict[GangKey, dict[str, Any]] = {}  # last status written
+        self.gang_reports: dict[GangKey, str] = {}  # last message reported on the members
+        self.gang_since: dict[GangKey, float] = {}  # when it first could not be placed
+        self.gang_limit_passed: set[GangKey] = set()
+        self.gangs_allocated = 0
+
+    # -- waking
+
+    def _gang_on_change(self, change: Change, pods: Collection[NamespacedName]) -> None:
+        touched = self.gang_members.update(self.tracker, pods)
+        touched |= {(r.kind, r.namespace, r.name) for r in change.objects if r.kind in GANG_KINDS}
+        self.gang_queue |= touched
+
+    def _gang_view_changed(self) -> None:
+        self.gang_queue |= self.gang_waiting
+
+    def _gang_of(self, key: NamespacedName) -> GangKey | None:
+        """The gang the pod is decided with, None for a single pod (a PodGroup without a
+        gang policy is no gang)."""
+        gkey = self.gang_members.of_pod.get(key)
+        if gkey is None:
+            return None
+        gangs = gang_overlay(self.tracker)
+        if gangs is not None and gangs.is_basic(*gkey):
+            return None
+        return gkey
+
+    def _reserved_from(self, key: NamespacedName, in_use: Collection[DeviceID]) -> Collection[DeviceID]:
+        """IN_USE for a single pod, plus the devices waiting gangs reserve from it."""
+        if not self.reservations:
+            return in_use
+        pod = self.tracker.pod(key)
+        if pod is None:
+            return in_use
+        now = self.monotonic()
+        created = pod.meta.creation_timestamp.timestamp() if pod.meta.creation_timestamp else 0.0
+        extra: set[DeviceID] = set()
+        for gkey, r in list(self.reservations.items()):
+            if r.until <= now:
+                del self.reservations[gkey]
+                continue
+            if pod.priority <= r.priority and created >= r.created:
+                extra |= r.devices
+        return Reserved(in_use, frozenset(extra)) if extra else in_use
+
+    # -- deciding
+
+    def _gang_order(self, gkey: GangKey) -> tuple[int, float, GangKey]:
+        pods = [self.tracker.pod(k) for k in self.gang_members.pods.get(gkey, ())]
+        priority = max((p.priority for p in pods if p is not None), default=0)
+        gangs = gang_overlay(self.tracker)
+        gang = gangs.gang(*gkey) if gangs is not None else None
+        ts = gang.meta.creation_timestamp if gang is not None else None
+        return (-priority, ts.timestamp() if ts is not None else float("inf"), gkey)
+
+    def _gang_step(self) -> None:
+        queue, self.gang_queue = self.gang_queue, set()
+        for gkey in sorted(queue, key=self._gang_order):
+            with guarded("allocator", "gang", kind=gkey[0], namespace=gkey[1], name=gkey[2]):
+                self._decide_gang(gkey)
+
+    def _decide_gang(self, gkey: GangKey) -> None:
+        gangs = gang_overlay(self.tracker)
+        if gangs is None or gangs.is_basic(*gkey) or gkey in self.committing:
+            return
+        view = gang_view(self.tracker, gangs, self.gang_members, gkey, self.settings.gate)
+        if view.gang is None:
+            self._gang_report(view, "GangNotFound", f"{gkey[0]} {view.label} does not exist or "
+                              "cannot be read; its members wait")
+            self.gang_waiting.add(gkey)
+            return
+        if not view.pending:
+            self.gang_waiting.discard(gkey)
+            self.reservations.pop(gkey, None)
+            self._gang_write_status(view, None)
+            return
+        if any(c.meta.key in self.holds for m in view.pending for c in m.pending):
+            return  # written, not seen back yet: the claims' events wake the gang
+        index = self._node_index()
+        outcome = place_gang(view.gang, view.members, index, self._classes,
+                             self._current_in_use(), self.settings.budget,
+                             shares=self._current_shares())
+        self.decisions += 1
+        if outcome.allocated and outcome.placed:
+            self.gang_waiting.discard(gkey)
+            self.reservations.pop(gkey, None)
+            self.gang_since.pop(gkey, None)
+            self.gang_limit_passed.discard(gkey)
+            GANGS.labels(outcome="Allocated").inc()
+            for placed in outcome.placed:
+                for claim, allocation in placed.allocations:
+                    results = [r for r in allocation.results if not r.admin_access]
+                    self.holds.hold(claim.meta.key, claim.meta.uid,
+                                    [r.id for r in results if not r.share_id],
+                                    [(r.id, tuple(r.consumed_capacity.items()))
+                                     for r in results if r.share_id])
+            self.committing.add(gkey)
+            self._background(self._write_gang(view, outcome))
+            return
+        self.gang_waiting.add(gkey)
+        if outcome.allocated:  # the core is placed; extras fit nowhere yet
+            self._gang_write_status(view, outcome)
+            return
+        GANGS.labels(outcome="Unschedulable").inc()
+        if view.gated_placed and not view.complete:
+            # an incomplete gang never holds devices: what a killed writer left is released
+            self._background(self._roll_back(view))
+        self._reserve(view, outcome)
+        reason = "WaitLimitExceeded" if view.key in self.gang_limit_passed else "GangUnschedulable"
+        self._gang_report(view, reason, f"{view.gang.kind} {view.label}: {outcome.reason}; the "
+                          f"members stay gated ({self.settings.gate}) and are decided again when "
+                          "devices, claims, nodes or the gang change")
+        self._gang_write_status(view, outcome, reason)
+
+    def _reserve(self, view: GangView, outcome: GangOutcome) -> None:
+        """Keep the nodes of the best partial placement for the gang, up to its limit."""
+        assert view.gang is not None
+        now = self.monotonic()
+        since = self.gang_since.setdefault(view.key, now)
+        limit = float(view.gang.wait_seconds or DEFAULT_WAIT_S)
+        if now - since >= limit:
+            self.reservations.pop(view.key, None)
+            self.gang_limit_passed.add(view.key)
+            return
+        nodes = {node for _, node in outcome.partial}
+        if not nodes:
+            return
+        index = self._node_index()
+        devices = frozenset(d.id for n in index.nodes if n.name in nodes for d in index.view(n)[1])
+        pods = [self.tracker.pod(k) for k in self.gang_members.pods.get(view.key, ())]
+        priority = max((p.priority for p in pods if p is not None), default=0)
+        ts = view.gang.meta.creation_timestamp
+        self.reservations[view.key] = Reservation(
+            devices, priority, ts.timestamp() if ts is not None else time.time(), since + limit)
+
+    # -- writing
+
+    async def _write_gang(self, view: GangView, outcome: GangOutcome) -> None:
+        members = {m.label: m for m in view.members}
+        ok = True
+        with guarded("allocator", "gang-write", kind=view.key[0], namespace=view.key[1],
+                     name=view.key[2]) as g:
+            async with self.sem:
+                for placed in outcome.placed:
+                    member = members[placed.label]
+                    ref = pod_reference(member.pod.meta.name, member.pod.meta.uid)
+                    for claim, allocation in placed.allocations:
+                        result = await write_claim(
+                            self.client, claim.meta.key, claim.meta.uid, ref,
+                            allocation_to_api(allocation), resource_version=claim.meta.resource_version)
+                        if not result.ok:
+                            log.warning("gang claim write refused; the gang is decided again",
+                                        kind="ResourceClaim", namespace=claim.namespace,
+                                        name=claim.name, gang=view.label, why=result.message)
+                            ok = False
+                            break
+                        self.holds.written(claim.meta.key, self.monotonic())
+                    if not ok:
+                        break
+                    for claim in member.allocated:
+                        if not claim.reserved_for_pod(member.pod.meta.uid):
+                            await write_claim(self.client, claim.meta.key, claim.meta.uid, ref, None)
+        self.committing.discard(view.key)
+        if g.failed or not ok:
+            for placed in outcome.placed:
+                for claim, _ in placed.allocations:
+                    if self.holds.written_at(claim.meta.key) is None:
+                        self.holds.release(claim.meta.key)
+            self.gang_queue.add(view.key)
+            self._retry_gang()
+            return
+        self.gangs_allocated += 1
+        for placed in outcome.placed:
+            member = members[placed.label]
+            devices = ", ".join(f"{r.pool}/{r.device}" for _, a in placed.allocations for r in a.results)
+            where = f" in {outcome.domain}" if outcome.domain else ""
+            await self.reports.event(
+                member.pod.meta.key, member.pod.meta.uid, "Allocated",
+                f"gang {view.label}: allocated on node {placed.node}{where} ({devices})")
+        self._gang_write_status(view, outcome)
+        self.wake.set()
+
+    def _retry_gang(self) -> None:
+        self.wake.set()
+
+    async def _roll_back(self, view: GangView) -> None:
+        for key in view.gated_placed:
+            pod = self.tracker.pod(key)
+            if pod is None:
+                continue
+            for ckey in pod.claim_keys():
+                claim = self.tracker.claim(ckey)
+                if claim is None or claim.allocation is None:
+                    continue
+                status = await release_claim(self.client, ckey, pod.meta.uid)
+                log.info("released the claim of an incomplete gang", kind="ResourceClaim",
+                         namespace=ckey.namespace, name=ckey.name, gang=view.label, status=status)
+
+    # -- reports
+
+    def _gang_report(self, view: GangView, reason: str, message: str) -> None:
+        if self.gang_reports.get(view.key) == message:
+            return
+        self.gang_reports[view.key] = message
+        log.warning("gang waits", gang=view.label, reason=reason, message=message)
+        for m in view.pending:
+            self.unsatisfied[m.pod.meta.key] = m.pod.meta.uid
+            self._spawn(m.pod.meta.key, self._report(
+                m.pod.meta.key, m.pod.meta.uid, reason, message))
+
+    def _gang_write_status(self, view: GangView, outcome: GangOutcome | None,
+                           reason: str | None = None) -> None:
+        if view.key[0] != "Gang" or view.gang is None:
+            return  # a PodGroup's status is upstream's
+        placed = view.placed + (len(outcome.placed) if outcome is not None and outcome.allocated else 0)
+        complete = placed >= view.gang.min_count
+        nodes = sorted({p.node for p in outcome.placed} if outcome is not None else set())
+        if complete:
+            cond = ("True", "Allocated", f"{placed} members have their devices"
+                    + (f" in {outcome.domain}" if outcome is not None and outcome.domain else ""))
+        else:
+            text = (outcome.reason if outcome is not None else None) or "waiting"
+            cond = ("False", reason or "GangUnschedulable", text)
+        body: dict[str, Any] = {
+            "observedGeneration": view.gang.meta.generation,
+            "members": len(view.members) + len(view.not_ready),
+            "placed": placed,
+        }
+        if outcome is not None and outcome.allocated and outcome.domain:
+            body["domain"] = outcome.domain
+        if nodes:
+            body["nodes"] = nodes
+        last = self.gang_status.get(view.key)
+        if last is not None and last["body"] == body and last["cond"] == cond:
+            return
+        since = last["since"] if last is not None and last["cond"][0] == cond[0] else None
+        since = since or rfc3339(self.clock())
+        self.gang_status[view.key] = {"body": body, "cond": cond, "since": since}
+        status = {**body, "conditions": [{
+            "type": "Allocated", "status": cond[0], "reason": cond[1], "message": cond[2][:32768],
+            "lastTransitionTime": since, "observedGeneration": view.gang.meta.generation}]}
+        self._background(self._patch_gang_status(view.key, status))
+
+    async def _patch_gang_status(self, gkey: GangKey, status: dict[str, Any]) -> None:
+        with guarded("allocator", "gang-status", kind=gkey[0], namespace=gkey[1], name=gkey[2]):
+            resp = await self.client.merge_patch(
+                gang_path("resource.draco.dev", "v1alpha1", gkey), {"status": status})
+            if not resp.ok and resp.status != 404:
+                self.gang_status.pop(gkey, None)  # written again on the next decision
+                log.warning("cannot write the gang's status", gang=f"{gkey[1]}/{gkey[2]}",
+                            status=resp.status)
+
+
+__all__ = ["DEFAULT_WAIT_S", "GangWork", "Reservation"]

@@ -1,0 +1,142 @@
+"""Which pods belong to which gang, and where each gang stands. Tracker reads, no I/O.
+
+`GangMembers` is an index kept up to date from the tracker's changed pod keys (so a
+gang's members are found without walking every pod); `gang_view` reads one gang's
+members through `pod_claims.pod_work`:
+- placed: every claim allocated (gated and waiting for the narrowing, or running);
+- pending: gated, claims to allocate (`Member.pending`);
+- not ready: a claim not generated yet, being deleted, or a failed binding (the
+  pod-by-pod path releases those first).
+A gang is complete when at least `minCount` members are placed; the narrowing
+controller ungates members of complete gangs only, so no member runs before the
+whole gang has its devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from operators.allocator.gang import Member
+from operators.allocator.pod_claims import GATE, Blocked, Done, NotOurs, Release, Waiting, pod_work
+from operators.model import NamespacedName, Pod, ResourceClaim
+from operators.model.gangs import Gang, gang_of
+from operators.tracker import Tracker
+from operators.tracker.gangs import GangKey, GangOverlay
+
+
+def gang_key(pod: Pod) -> GangKey | None:
+    found = gang_of(pod)
+    return None if found is None else (found[0], pod.meta.namespace, found[1])
+
+
+class GangMembers:
+    """pod -> gang and gang -> pods, for the pods the tracker keeps."""
+
+    def __init__(self) -> None:
+        self.of_pod: dict[NamespacedName, GangKey] = {}
+        self.pods: dict[GangKey, set[NamespacedName]] = {}
+
+    def update(self, tracker: Tracker, keys: Iterable[NamespacedName]) -> set[GangKey]:
+        """Follow the pods named; returns the gangs whose membership or members changed."""
+        touched: set[GangKey] = set()
+        for key in keys:
+            pod = tracker.pod(key)
+            new = None if pod is None or pod.terminal else gang_key(pod)
+            old = self.of_pod.get(key)
+            if old is not None:
+                touched.add(old)
+            if old == new:
+                continue
+            if old is not None:
+                members = self.pods.get(old)
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        del self.pods[old]
+                del self.of_pod[key]
+            if new is not None:
+                self.of_pod[key] = new
+                self.pods.setdefault(new, set()).add(key)
+                touched.add(new)
+        return touched
+
+    def rescan(self, tracker: Tracker) -> set[GangKey]:
+        self.of_pod.clear()
+        self.pods.clear()
+        return self.update(tracker, [p.meta.key for p in tracker.pods()])
+
+
+@dataclass(frozen=True, slots=True)
+class GangView:
+    key: GangKey
+    gang: Gang | None
+    members: tuple[Member, ...]  # ready members, placed or pending, by name
+    not_ready: tuple[tuple[str, str], ...] = ()  # (NS/NAME, why)
+    gated_placed: tuple[NamespacedName, ...] = ()  # placed, still held by draco's gate
+
+    @property
+    def placed(self) -> int:
+        return sum(1 for m in self.members if m.placed)
+
+    @property
+    def pending(self) -> tuple[Member, ...]:
+        return tuple(m for m in self.members if not m.placed)
+
+    @property
+    def complete(self) -> bool:
+        return self.gang is not None and self.placed >= self.gang.min_count
+
+    @property
+    def label(self) -> str:
+        return f"{self.key[1]}/{self.key[2]}"
+
+
+def _claims(tracker: Tracker, pod: Pod) -> tuple[ResourceClaim, ...] | None:
+    """The pod's claims if every one exists and is allocated, else None."""
+    out = []
+    for key in pod.claim_keys():
+        claim = tracker.claim(key)
+        if claim is None or claim.allocation is None:
+            return None
+        out.append(claim)
+    return tuple(out)
+
+
+def gang_view(tracker: Tracker, gangs: GangOverlay, members: GangMembers, key: GangKey,
+              gate: str = GATE) -> GangView:
+    gang = gangs.gang(*key)
+    ready: list[Member] = []
+    not_ready: list[tuple[str, str]] = []
+    gated_placed: list[NamespacedName] = []
+    for pkey in sorted(members.pods.get(key, ())):
+        pod = tracker.pod(pkey)
+        if pod is None or pod.terminal:
+            continue
+        label = f"{pkey.namespace}/{pkey.name}"
+        work = pod_work(tracker, pkey, gate)
+        if isinstance(work, NotOurs):
+            if pod.meta.deleting:
+                continue
+            claims = _claims(tracker, pod)
+            if claims is None:
+                not_ready.append((label, f"not held by draco's gate ({work.why}) and not allocated"))
+            else:
+                ready.append(Member(label, pod, (), claims))
+        elif isinstance(work, Done):
+            ready.append(Member(label, pod, (), _claims(tracker, pod) or ()))
+            gated_placed.append(pkey)
+        elif isinstance(work, Waiting | Blocked):
+            not_ready.append((label, work.why if isinstance(work, Waiting) else work.message))
+        elif isinstance(work, Release):
+            not_ready.append((label, "a device failed to bind; its claim is released first"))
+        else:
+            if not work.pending:  # allocated, only to be reserved: placed
+                ready.append(Member(label, pod, (), work.allocated))
+                gated_placed.append(pkey)
+            else:
+                ready.append(Member(label, pod, work.pending, work.allocated))
+    return GangView(key, gang, tuple(ready), tuple(not_ready), tuple(gated_placed))
+
+
+__all__ = ["GangMembers", "GangView", "gang_key", "gang_view"]
