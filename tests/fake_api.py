@@ -26,6 +26,7 @@ from operators.tracker import Tracker
 
 PODS = "/api/v1/namespaces/"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/"
+GANGS = "/apis/resource.draco.dev/v1alpha1/namespaces/"
 NOT_FOUND = Response(404, {"reason": "NotFound"})
 CONFLICT = Response(409, {"reason": "Conflict"})
 
@@ -47,6 +48,8 @@ class FakeAPI:
         meta = obj["metadata"]
         if obj["kind"] == "Pod":
             return f"{PODS}{meta['namespace']}/pods/{meta['name']}"
+        if obj["kind"] == "Gang":
+            return f"{GANGS}{meta['namespace']}/gangs/{meta['name']}"
         return f"{CLAIMS}{meta['namespace']}/resourceclaims/{meta['name']}"
 
     def add(self, obj: dict[str, Any]) -> None:

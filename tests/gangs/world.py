@@ -54,7 +54,8 @@ def gang(name: str, min_count: int, *, node_label: str | None = None,
     if topology:
         spec["topology"] = topology
     return {"apiVersion": "resource.draco.dev/v1alpha1", "kind": "Gang",
-            "metadata": {"name": name, "namespace": NS}, "spec": spec}
+            "metadata": {"name": name, "namespace": NS, "uid": f"uid-gang-{name}",
+                         "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec}
 
 
 def allocated_on(node_name: str, *devices: str, request: str = "gpu") -> dict[str, Any]:
@@ -72,6 +73,7 @@ def member(pod: str, gang_name: str, requests: Sequence[Mapping[str, Any]], *,
     (see `allocated_on`), its claim is allocated and reserved and the pod ungated."""
     c = claim_api({"name": f"{pod}-claim", "requests": list(requests),
                    **({"constraints": list(constraints)} if constraints else {})})
+    c["metadata"]["uid"] = f"uid-{pod}-claim"
     if allocation is not None:
         c["status"] = {"allocation": allocation, "reservedFor": [
             {"resource": "pods", "name": pod, "uid": f"uid-{pod}"}]}

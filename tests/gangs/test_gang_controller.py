@@ -1,0 +1,194 @@
+"""The allocator and narrowing controllers on a gang, against the fake API.
+
+What a user would notice: a gang's members get their devices together (#138765's
+shape: two halves) and are ungated only once all of them have them; a gang that
+does not fit holds nothing; and a draco killed at any claim write leaves, once a new
+draco has run, either the whole gang allocated or none of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from operators.allocator.controller import AllocatorController, AllocatorSettings
+from operators.cli.state import build_tracker
+from operators.narrowing.controller import NarrowingController, NarrowingSettings
+from operators.tracker import Tracker
+from tests.fake_api import FakeAPI, Response, run
+from tests.gangs.test_gang_placement import WHOLE_OR_HALF, partitioned_node
+from tests.gangs.world import NS, classes, gang, member, node
+
+STORED = ("Pod", "ResourceClaim", "Gang")
+
+
+class Killed(Exception):
+    """The process died: this request and every later one never reach the server."""
+
+
+class KillableAPI(FakeAPI):
+    def __init__(self) -> None:
+        super().__init__()
+        self.claim_writes_left: int | None = None  # None: never killed
+        self.dead = False
+
+    async def request(self, method: str, path: str, body: Any = None, content_type: str = "") -> Response:
+        if self.dead:
+            raise Killed
+        if method in ("PUT", "PATCH") and "/resourceclaims/" in path and self.claim_writes_left is not None:
+            if self.claim_writes_left == 0:
+                self.dead = True
+                raise Killed
+            self.claim_writes_left -= 1
+        return await super().request(method, path, body, content_type)
+
+
+class Cluster:
+    """One fake API server; draco (tracker, allocator, narrowing) can be killed and started
+    afresh against it, as a restarted or newly elected draco would start."""
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.api = KillableAPI()
+        self.others = [o for o in objects if o["kind"] not in STORED]
+        self.api.nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
+        for obj in objects:
+            if obj["kind"] in STORED:
+                self.api.add(obj)
+        self.start()
+
+    def start(self) -> None:
+        self.api.dead = False
+        self.tracker: Tracker = build_tracker(self.others + list(self.api.objects.values()))
+        self.allocator = AllocatorController(self.tracker, self.api, AllocatorSettings())  # type: ignore[arg-type]
+        self.narrowing = NarrowingController(self.tracker, self.api, NarrowingSettings())  # type: ignore[arg-type]
+
+    def echo(self) -> None:
+        """Every stored object's watch event."""
+        for obj in list(self.api.objects.values()):
+            self.tracker.apply({"type": "MODIFIED", "object": obj})
+
+    async def settle(self, rounds: int = 4) -> None:
+        for _ in range(rounds):
+            for controller in (self.allocator, self.narrowing):
+                await controller.step()
+                while controller.tasks:
+                    await asyncio.gather(*list(controller.tasks), return_exceptions=True)
+                if self.api.dead:
+                    return
+                self.echo()
+
+    def claim(self, name: str) -> dict[str, Any]:
+        return self.api.claim(NS, name)
+
+    def allocated(self, *names: str) -> list[bool]:
+        return [bool(self.claim(n).get("status", {}).get("allocation")) for n in names]
+
+    def gated(self, name: str) -> bool:
+        return bool(self.api.pod(NS, name)["spec"].get("schedulingGates"))
+
+    def gang_status(self, name: str = "g") -> dict[str, Any]:
+        stored: dict[str, Any] = self.api.objects[f"/apis/resource.draco.dev/v1alpha1/namespaces/{NS}/gangs/{name}"]
+        return stored.get("status") or {}
+
+
+def halves_world(pods: int = 2) -> list[dict[str, Any]]:
+    objs = [*classes(), node("node-1"), *partitioned_node("node-1"), gang("g", pods)]
+    for i in range(pods):
+        objs += member(f"p-{i}", "g", WHOLE_OR_HALF)
+    return objs
+
+
+def test_138765_members_get_halves_and_are_ungated_together() -> None:
+    c = Cluster(halves_world())
+    run(c.settle())
+    devices = sorted(c.claim(f"p-{i}-claim")["status"]["allocation"]["devices"]["results"][0]["device"]
+                     for i in range(2))
+    assert devices == ["half-a", "half-b"]
+    for i in range(2):
+        assert c.claim(f"p-{i}-claim")["status"]["reservedFor"][0]["name"] == f"p-{i}"
+        assert not c.gated(f"p-{i}"), "a complete gang's members are ungated"
+    status = c.gang_status()
+    assert status["placed"] == 2 and status["nodes"] == ["node-1"]
+    assert status["conditions"][0]["type"] == "Allocated" and status["conditions"][0]["status"] == "True"
+
+
+def test_a_gang_short_of_members_holds_nothing_and_says_why() -> None:
+    objs = [gang("g", 3) if o["kind"] == "Gang" else o for o in halves_world(1)]
+    c = Cluster(objs)
+    run(c.settle())
+    assert c.allocated("p-0-claim") == [False]
+    assert c.gated("p-0")
+    cond = c.gang_status()["conditions"][0]
+    assert cond["status"] == "False" and cond["reason"] == "GangUnschedulable"
+    assert "waiting for members: 1 of 3 exist" in cond["message"]
+    warnings = [e["reason"] for e in c.api.events if e["type"] == "Warning"]
+    assert "GangUnschedulable" in warnings
+
+
+def test_a_placed_member_is_not_ungated_while_its_gang_is_incomplete() -> None:
+    """p-0's claim is allocated and reserved (left by a killed draco, say) but p-1 cannot
+    get a device: the narrowing keeps p-0 gated, and the allocator releases p-0's claim."""
+    objs = [*classes(), node("node-1"), *partitioned_node("node-1"), gang("g", 2)]
+    whole_only = [{"name": "gpu", "class": "class-a",
+                   "selectors": ['device.attributes["driver-a"].size == "whole"']}]
+    objs += member("p-0", "g", whole_only) + member("p-1", "g", whole_only)
+    c = Cluster(objs)
+    c.api.touch(f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/p-0-claim", lambda o: o.update(
+        status={"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "driver-a", "pool": "node-1", "device": "whole"}]}},
+            "reservedFor": [{"resource": "pods", "name": "p-0", "uid": "uid-p-0"}]}))
+    c.start()
+    run(c.settle())
+    assert c.gated("p-0") and c.gated("p-1")
+    assert c.allocated("p-0-claim", "p-1-claim") == [False, False], "an incomplete gang holds nothing"
+
+
+@pytest.mark.parametrize("kill_at", range(8))
+def test_a_kill_at_any_claim_write_leaves_all_or_nothing(kill_at: int) -> None:
+    """Three members, one claim each; each claim costs two writes (finalizer, then
+    allocation with reservation): a kill before write k, for every k, then a new draco."""
+    c = Cluster(halves_world(2) + member("p-2", "g", [{"name": "gpu", "class": "class-b"}])
+                + [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                    "metadata": {"name": "b"}, "spec": {"driver": "driver-b", "nodeName": "node-1",
+                    "pool": {"name": "b", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "b-0"}]}}])
+    c.api.objects[f"/apis/resource.draco.dev/v1alpha1/namespaces/{NS}/gangs/g"]["spec"]["minCount"] = 3
+    c.start()
+    c.api.claim_writes_left = kill_at
+    run(c.settle())
+    killed = c.api.dead
+    c.api.claim_writes_left = None
+    c.start()  # a new draco: fresh tracker and controllers over what the server kept
+    run(c.settle())
+    names = ("p-0-claim", "p-1-claim", "p-2-claim")
+    assert c.allocated(*names) == [True, True, True], (kill_at, killed)
+    assert not any(c.gated(f"p-{i}") for i in range(3))
+    if kill_at < 6:
+        assert killed
+
+
+def test_a_kill_mid_gang_is_rolled_back_when_the_rest_no_longer_fits() -> None:
+    """Killed after p-0's claim was written; meanwhile someone else took the device p-1
+    needs: the new draco cannot complete the gang, so it releases p-0's claim."""
+    objs = [*classes(), node("node-1"), *partitioned_node("node-1"), gang("g", 2)]
+    half = [{"name": "gpu", "class": "class-a",
+             "selectors": ['device.attributes["driver-a"].size == "half"']}]
+    objs += member("p-0", "g", half) + member("p-1", "g", half)
+    c = Cluster(objs)
+    c.api.claim_writes_left = 2  # p-0's finalizer and allocation, then death
+    run(c.settle())
+    assert c.api.dead and c.allocated("p-0-claim", "p-1-claim") == [True, False]
+    taken = c.claim("p-0-claim")["status"]["allocation"]["devices"]["results"][0]["device"]
+    other = "half-b" if taken == "half-a" else "half-a"
+    c.api.add({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": "intruder", "namespace": NS, "uid": "u-intruder"},
+               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "class-a"}}]}},
+               "status": {"allocation": {"devices": {"results": [
+                   {"request": "gpu", "driver": "driver-a", "pool": "node-1", "device": other}]}}}})
+    c.api.claim_writes_left = None
+    c.start()
+    run(c.settle())
+    assert c.allocated("p-0-claim", "p-1-claim") == [False, False]
+    assert c.gated("p-0") and c.gated("p-1")
