@@ -119,29 +119,31 @@ def domains_of(gang: Gang, index: NodeIndex) -> list[Domain]:
                 by_label.setdefault(n.labels[key], set()).add(n.name)
     if not attr:
         return [Domain(f"{key}={v}", v, None, frozenset(names)) for v, names in sorted(by_label.items())]
-    values: dict[tuple[str, object], Attribute] = {}
     per_label: dict[str, dict[tuple[str, object], Attribute]] = {}
-    if key:
-        for v, names in by_label.items():
-            seen = per_label.setdefault(v, {})
-            for n in index.nodes:
-                if n.name in names:
-                    for d in index.view(n)[1]:
-                        a = d.attributes.get(attr)
-                        if a is not None:
-                            seen.setdefault((a.kind, a.value), a)
-    else:
-        for d in index.matcher.devices:
+    reach: dict[tuple[str, object], set[str]] = {}  # attribute value -> nodes reaching it
+    values: dict[tuple[str, object], Attribute] = {}
+    label_of = {n.name: n.labels.get(key) for n in index.nodes} if key else {}
+    for n in index.nodes:
+        if key and label_of.get(n.name) is None:
+            continue
+        for d in index.view(n)[1]:
             a = d.attributes.get(attr)
-            if a is not None:
-                values.setdefault((a.kind, a.value), a)
+            if a is None:
+                continue
+            k: tuple[str, object] = (a.kind, a.value)
+            values.setdefault(k, a)
+            reach.setdefault(k, set()).add(n.name)
+            if key:
+                per_label.setdefault(label_of[n.name] or "", {}).setdefault(k, a)
     out: list[Domain] = []
     if key:
         for v in sorted(per_label):
-            for a in per_label[v].values():
-                out.append(Domain(f"{key}={v},{attr}={_attr_text(a)}", v, a, frozenset(by_label[v])))
+            for k, a in per_label[v].items():
+                nodes = frozenset(by_label[v] & reach[k])
+                out.append(Domain(f"{key}={v},{attr}={_attr_text(a)}", v, a, nodes))
     else:
-        out = [Domain(f"{attr}={_attr_text(a)}", None, a) for a in values.values()]
+        out = [Domain(f"{attr}={_attr_text(a)}", None, a, frozenset(reach[k]))
+               for k, a in values.items()]
     return sorted(out, key=lambda d: d.text)
 
 
@@ -155,6 +157,7 @@ class _Demand:
     def __init__(self, plans: Sequence[Sequence[Sequence[Wanted]]]) -> None:
         self.need: dict[object, int] = {}
         self.example: dict[object, Wanted] = {}
+        self._shared: dict[object, bool] = {}
         for plan in plans:
             for alts in plan:
                 if len(alts) != 1 or alts[0].all_mode or alts[0].admin_access:
@@ -171,7 +174,10 @@ class _Demand:
         for k, need in self.need.items():
             w = self.example[k]
             ids, matched = index.matcher.matching(w)
-            if any(d.allow_multiple_allocations for d in matched):
+            shared = self._shared.get(k)
+            if shared is None:
+                shared = self._shared[k] = any(d.allow_multiple_allocations for d in matched)
+            if shared:
                 continue  # shares: one device can serve several requests
             free = sum(1 for d in devices if d.id in ids and d.id not in in_use
                        and not _blocked(d, w))
@@ -336,13 +342,20 @@ def place_gang(
         return GangOutcome("error", reason=str(e))
     demand = _Demand(plans_all)
     nodes: dict[str, list[NodeInfo]] = {}
+    by_shape: dict[object, list[NodeInfo]] = {}
     for m in pending:
-        allowed, _ = candidate_nodes(index.nodes, [PodFit(m.pod, m.allocated, m.label)])
+        shape = None if m.allocated else filter_shape(m.pod)
+        allowed = by_shape.get(shape) if shape is not None else None
+        if allowed is None:
+            allowed, _ = candidate_nodes(index.nodes, [PodFit(m.pod, m.allocated, m.label)])
+            if shape is not None:
+                by_shape[shape] = allowed
         nodes[m.label] = allowed
+    usable = {n.name: n for allowed in nodes.values() for n in allowed}
     ranked: list[tuple[int, str, Domain]] = []
     short: list[tuple[int, str, Domain]] = []
     for d in candidates:
-        reach = _domain_devices(d, gang, index, nodes)
+        reach = _domain_devices(d, gang, index, usable)
         spare, why = demand.check(reach, index, in_use)
         if why is None:
             ranked.append((spare, d.text, d))
@@ -385,15 +398,13 @@ def place_gang(
 
 
 def _domain_devices(d: Domain, gang: Gang, index: NodeIndex,
-                    nodes: Mapping[str, Sequence[NodeInfo]]) -> list[Candidate]:
-    """The devices the domain's nodes reach (for any member), inside the domain."""
+                    usable: Mapping[str, NodeInfo]) -> list[Candidate]:
+    """The devices the domain's nodes (those some member may use) reach, inside it."""
     admit = d.admits(gang.device_attribute)
     seen: dict[DeviceID, Candidate] = {}
-    names = {n.name: n for allowed in nodes.values() for n in allowed}
-    for name, node in sorted(names.items()):
-        if d.nodes is not None and name not in d.nodes:
-            continue
-        for dev in index.view(node)[1]:
+    names = sorted(usable if d.nodes is None else (n for n in d.nodes if n in usable))
+    for name in names:
+        for dev in index.view(usable[name])[1]:
             if admit is None or admit(dev):
                 seen.setdefault(dev.id, dev)
     return list(seen.values())
