@@ -14,12 +14,14 @@ import argparse
 from fractions import Fraction
 from typing import Any
 
+from operators.allocator.gang_members import GangMembers
 from operators.cli.output import emit, render_table
 from operators.cli.state import add_source_options, load_state, rfc3339, tracker_errors
 from operators.cli.upstream_taints import add_mode_option, add_upstream, describe
 from operators.model import Device, DeviceTaint
 from operators.model.quantity import Quantity
 from operators.tracker import Tracker
+from operators.tracker.gangs import GangKey, gang_overlay
 from operators.tracker.views import DeviceView, PoolStatus
 
 
@@ -142,8 +144,44 @@ def overlay_errors(tracker: Tracker) -> list[dict[str, str]]:
     return records
 
 
+def gang_holdings(tracker: Tracker) -> dict[str, dict[str, Any]]:
+    """Per gang (`Kind NS/NAME`): its minCount (None when the gang object is missing or
+    unreadable), its members, and the devices its members' claims hold; claims reserved
+    for a PodGroup (KEP-5729) count for that PodGroup."""
+    gangs = gang_overlay(tracker)
+    members = GangMembers()
+    members.rescan(tracker)
+    held: dict[GangKey, set[str]] = {}
+    for key, pods in members.pods.items():
+        devices = held.setdefault(key, set())
+        for pkey in pods:
+            pod = tracker.pod(pkey)
+            for ckey in pod.claim_keys() if pod is not None else ():
+                devices.update(str(d) for d in tracker.claim_devices(ckey))
+    for claim in tracker.claims():
+        for ref in claim.reserved_for:
+            if ref.resource == "podgroups" and ref.api_group == "scheduling.k8s.io":
+                key = ("PodGroup", claim.namespace, ref.name)
+                held.setdefault(key, set()).update(str(d) for d in tracker.claim_devices(claim.meta.key))
+    out: dict[str, dict[str, Any]] = {}
+    for key in sorted(set(held) | (set(gangs.gangs) if gangs is not None else set())):
+        gang = gangs.gang(*key) if gangs is not None else None
+        out[f"{key[0]} {key[1]}/{key[2]}"] = {
+            "minCount": gang.min_count if gang is not None else None,
+            "members": sorted(f"{k.namespace}/{k.name}" for k in members.pods.get(key, ())),
+            "devices": sorted(held.get(key, ())),
+        }
+    return out
+
+
 def device_document(tracker: Tracker) -> dict[str, Any]:
     records = [device_record(v) for v in tracker.devices()]
+    gangs = gang_holdings(tracker)
+    by_device = {d: name for name, g in gangs.items() for d in g["devices"]}
+    for r in records:
+        gang = by_device.get(f"{r['driver']}/{r['pool']}/{r['device']}")
+        if gang is not None:
+            r["gang"] = gang  # held for a gang's member: its devices go together
     for pool in tracker.pools():
         if not pool.valid:
             records += duplicate_records(tracker, pool)
@@ -162,6 +200,8 @@ def device_document(tracker: Tracker) -> dict[str, Any]:
     counters = counter_records(tracker)
     if counters:  # only clusters with partitionable devices have them
         doc["counters"] = counters
+    if gangs:  # only clusters with gangs have them
+        doc["gangs"] = gangs
     doc["errors"] = sorted(errors, key=lambda r: (r["object"], r["message"]))
     return doc
 
@@ -221,6 +261,11 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
         out += "\nNot allocated by draco (fields it does not support):\n" + "".join(
             f"  {d['driver']}/{d['pool']}/{d['device']}: {', '.join(d['unsupported'])}\n"
             for d in unsupported)
+    if doc.get("gangs"):
+        out += "\nGangs:\n" + render_table(
+            ["gang", "min", "members", "devices held"],
+            [[name, "-" if g["minCount"] is None else g["minCount"], len(g["members"]),
+              len(g["devices"])] for name, g in doc["gangs"].items()])
     bad_pools = [p for p in doc["pools"] if not p["complete"]]
     if bad_pools:
         out += "\nIncomplete pools:\n" + "".join(
