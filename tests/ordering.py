@@ -32,7 +32,7 @@ STAGES = tuple(cluster_plan.STAGES)
 # What a test needs, read from the fixtures it requests (their closure).
 FIXTURE_STAGE = {
     "real_cluster": "1.34", "real": "1.34", "real_cluster_137": "1.37", "real_137": "1.37",
-    "private_137": "1.37", "real_cluster_136": "1.36", "real_136": "1.36",
+    "private_137": "1.37", "private_137_workloads": "1.37", "real_cluster_136": "1.36", "real_136": "1.36",
     "private_136": "1.36", "draco_image": "node",
 }
 # Modules that start clusters through hack/cluster themselves, not through a fixture.

@@ -221,8 +221,10 @@ async def _serve(app: web.Application, args: argparse.Namespace, crd_count: int)
         port = int(sockets[0].getsockname()[1]) if sockets else args.port
         url = f"http://127.0.0.1:{port}"
         out = Path(args.kubeconfig_out)
-        try:
-            out.write_text(kubeconfig(url))
+        try:  # whole or not at all: a reader that polls for the file never sees half of it
+            partial = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+            partial.write_text(kubeconfig(url))
+            partial.replace(out)
         except OSError as exc:
             raise StartError(f"--kubeconfig-out {out}: cannot write: {exc.strerror or exc}") from exc
         print(f"draco apiserver listening on {url} ({crd_count} CRDs)\n"

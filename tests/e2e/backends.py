@@ -86,16 +86,17 @@ class RealCluster:
 
     @classmethod
     def start(cls, k8s: str, directory: Path, nodes: int = 2, private: bool = False,
-              real_node: bool = False) -> RealCluster:
+              real_node: bool = False, extra: tuple[str, ...] = ()) -> RealCluster:
         """The shared cluster of version K8S (reused from DRACO_CLUSTER_DIR… if set), or
         with `private` one for a single test that reads or changes cluster-wide state
-        (`real_node`: with the machine's one real node, `hack/cluster up --real-node`)."""
+        (`real_node`: with the machine's one real node, `hack/cluster up --real-node`;
+        `extra`: more `hack/cluster up` options, e.g. feature gates)."""
         reuse = None if private or real_node else os.environ.get(reuse_variable(k8s))
         if reuse:
             return cls(Path(reuse), owned=False).install_crds()
         proc = subprocess.run(
             [str(HACK_CLUSTER), "up", "--k8s", k8s, "--dir", str(directory), "--nodes", str(nodes),
-             *(["--real-node"] if real_node else [])],
+             *(["--real-node"] if real_node else []), *extra],
             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=3000,
         )
         if proc.returncode != 0:

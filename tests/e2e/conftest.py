@@ -101,8 +101,10 @@ def real_137(real_cluster_137: RealCluster, tmp_path: Path) -> Iterator[RealBack
     yield from _namespace(real_cluster_137, tmp_path)
 
 
-def _private(version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBackend]:
-    cluster = RealCluster.start(version, tmp_path_factory.mktemp(f"private-{version}"), private=True)
+def _private(version: str, tmp_path_factory: pytest.TempPathFactory,
+             extra: tuple[str, ...] = ()) -> Iterator[RealBackend]:
+    cluster = RealCluster.start(version, tmp_path_factory.mktemp(f"private-{version}"), private=True,
+                                extra=extra)
     try:
         backend = RealBackend(cluster, tmp_path_factory.mktemp(f"private-{version}-backend"))
         try:
@@ -119,6 +121,18 @@ def private_137(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBacken
     cluster-wide state (classes without selectors, node labels and taints): the shared
     clusters are only for tests that own what they read."""
     yield from _private("1.37", tmp_path_factory)
+
+
+# upstream's group API on 1.37: PodGroup (scheduling.k8s.io/v1beta1) and kube-scheduler's
+# gang handling, both behind the beta-off GenericWorkload gate
+WORKLOADS_137 = ("--feature-gates", "GenericWorkload=true",
+                 "--apiserver-arg", "--runtime-config=scheduling.k8s.io/v1beta1=true")
+
+
+@pytest.fixture
+def private_137_workloads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBackend]:
+    """A 1.37 cluster of the test's own with upstream's PodGroup API and gang scheduling."""
+    yield from _private("1.37", tmp_path_factory, WORKLOADS_137)
 
 
 @pytest.fixture
