@@ -30,8 +30,9 @@ FEEDS = {
     "eviction": ("ResourceSlice", "ResourceClaim", "Pod", "DeviceTaintRule", "DeviceTaintRule.resource.k8s.io"),
     "patches": ("ResourceSlice", "DeviceClass"),
     "allocator": ("ResourceSlice", "DeviceClass", "ResourceClaim", "Pod", "DeviceTaintRule",
-                  "DeviceTaintRule.resource.k8s.io", "ResourceSlicePatch"),
-    "narrowing": ("ResourceClaim", "Pod"),
+                  "DeviceTaintRule.resource.k8s.io", "ResourceSlicePatch", "Gang", "PodGroup"),
+    # the gangs: a member is ungated only once its whole gang has its devices
+    "narrowing": ("ResourceClaim", "Pod", "Gang", "PodGroup"),
     # devices with their slice taints and patched attributes, pods' device health, the rules
     "health": ("ResourceSlice", "DeviceClass", "Pod", "DeviceTaintRule", "ResourceSlicePatch"),
 }

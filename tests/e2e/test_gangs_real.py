@@ -37,6 +37,10 @@ def pods(b: Backend) -> str:
 
 
 def device_class(b: Backend) -> str:
+    """The test's DeviceClass; on the embedded server also node-1, the real clusters'
+    second kwok node."""
+    if b.name == "embedded" and b.get("/api/v1/nodes/node-1") is None:
+        b.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}})
     name = f"gpu-{b.domain.split('.')[0]}"
     b.create("/apis/resource.k8s.io/v1/deviceclasses", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
@@ -136,8 +140,11 @@ def test_a_gang_gets_one_clique_and_is_ungated_together(backend: Backend, operat
     if b.name == "real":  # kube-scheduler binds each where its devices are
         for i in range(2):
             wait_for(lambda i=i: bound_where_claimed(b, f"w-{i}"), 60, what=f"w-{i} bound")
-    shown = b.kubectl("get", "gang", "train", "-o", "wide")
-    assert "train" in shown and "True" in shown
+    shown = b.kubectl("get", "gang", "train").stdout  # the printer columns
+    assert shown.split("\n")[0].split() == ["NAME", "MIN", "MEMBERS", "PLACED", "DOMAIN", "ALLOCATED",
+                                            "REASON", "AGE"]
+    assert shown.split("\n")[1].split()[:7] == ["train", "2", "2", "2", f"{b.driver}/clique=b", "True",
+                                                "Allocated"]
 
 
 def test_a_gang_beside_single_pods_is_placed_whole_or_not_at_all(backend: Backend, operator: Any) -> None:
