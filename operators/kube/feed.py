@@ -31,11 +31,14 @@ WATCHED: dict[str, tuple[str, str, str]] = {
     # where served; bodies keep kind DeviceTaintRule and are told apart by apiVersion
     "DeviceTaintRule.resource.k8s.io": ("resource.k8s.io", "", "devicetaintrules"),
     "Gang": ("resource.draco.dev", "v1alpha1", "gangs"),
-    # upstream's group API (v1beta1 in 1.37 behind GenericWorkload): watched where served
-    "PodGroup": ("scheduling.k8s.io", "", "podgroups"),
+    # upstream's group API (v1beta1 in 1.37 behind GenericWorkload): watched where served.
+    # Named by version: scheduling.k8s.io's preferred version (v1) has no podgroups.
+    "PodGroup": ("scheduling.k8s.io", "v1beta1", "podgroups"),
 }
 # the versions tried, newest first, for kinds a server may not serve at all
-OPTIONAL_VERSIONS = {"devicetaintrules": ("v1", "v1beta2", "v1alpha3"), "podgroups": ("v1beta1",)}
+OPTIONAL_VERSIONS = {"devicetaintrules": ("v1", "v1beta2", "v1alpha3")}
+# kinds of a fixed version that a server may not serve: a 404 is "none", not a failure
+MAYBE_SERVED = frozenset({"PodGroup"})
 # the many-object kinds: fed by draco's own list+watch (kube/list_watch.py), not kopf
 OWN_FEEDS = ("Pod", "ResourceClaim", "ResourceSlice")
 
@@ -230,6 +233,8 @@ class SyncGate:
                     return None
         except Exception as exc:  # no credentials, a connection refused: retried like a 5xx
             return f"{type(exc).__name__}: {exc}"
+        if resp.status == 404 and kind in MAYBE_SERVED:
+            return None
         if resp.status == 404 and group == "resource.draco.dev":
             return "HTTP 404: draco's CRDs are not installed; kubectl apply -f crds/"
         if not resp.ok:

@@ -126,7 +126,7 @@ def private_137(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBacken
 # upstream's group API on 1.37: PodGroup (scheduling.k8s.io/v1beta1) and kube-scheduler's
 # gang handling, both behind the beta-off GenericWorkload gate
 WORKLOADS_137 = ("--feature-gates", "GenericWorkload=true",
-                 "--apiserver-arg", "--runtime-config=scheduling.k8s.io/v1beta1=true")
+                 "--apiserver-arg=--runtime-config=scheduling.k8s.io/v1beta1=true")
 
 
 @pytest.fixture

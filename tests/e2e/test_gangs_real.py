@@ -240,15 +240,24 @@ def test_138765_kube_scheduler_leaves_the_gang_pending_draco_places_it(
     for i in range(2):
         member(b, f"u-{i}", request, pod_group="upstream", gated=False)
 
-    def unschedulable(name: str) -> bool:
-        conds = (stored_pod(b, name).get("status") or {}).get("conditions") or []
-        return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conds)
+    def failed_scheduling(name: str) -> list[str]:
+        return [e["message"] for e in b.events() if e["involvedObject"].get("name") == name
+                and e["reason"] == "FailedScheduling"]
 
-    wait_for(lambda: all(unschedulable(f"u-{i}") for i in range(2)), 90,
+    # 1.37.2's words (asked of the real server): the gang's first pod took the whole
+    # device, so "minCount (2) cannot be satisfied: 1 scheduled", and the second "cannot
+    # allocate all claims"
+    wait_for(lambda: all(failed_scheduling(f"u-{i}") for i in range(2)), 120,
              what="kube-scheduler to give up on the gang")
+    told = failed_scheduling("u-0") + failed_scheduling("u-1")
+    assert any("minCount (2) cannot be satisfied" in m for m in told), told
+    assert any("cannot allocate all claims" in m for m in told), told
     assert not any(stored_pod(b, f"u-{i}")["spec"].get("nodeName") for i in range(2))
-    for i in range(2):  # the pods go, their claims with them: node-1 is draco's turn
+    for i in range(2):  # the pods and node-0's GPU go: node-1's is draco's turn
         b.request("DELETE", f"{pods(b)}/u-{i}?gracePeriodSeconds=0")
+    for part in ("counters", "devices"):
+        code, body = b.request("DELETE", f"/apis/resource.k8s.io/v1/resourceslices/{b.ns}-node-0-{part}")
+        assert code == 200, body
     # with draco: the same shape on node-1, the pods carry draco's gate
     partitioned_gpu(b, "node-1")
     pod_group(b, "drawn", 2)

@@ -103,21 +103,37 @@ def patches_flow(b: RealBackend) -> Callable[[], bool]:
 
 def allocator_flow(b: RealBackend) -> Callable[[], bool]:
     """One pod served (claim allocated and reserved), one that never can be (it wants two
-    devices of one): the Allocated Event, and the DracoAllocation condition on the other."""
+    devices of one), and a gang of one: the Allocated Event, the DracoAllocation condition
+    on the other, and the gang's Allocated condition in its status."""
     alloc.device_class(b)
-    alloc.resource_slice(b, "node-0", "gpu-0")
+    alloc.resource_slice(b, "node-0", "gpu-0", "gpu-1")
     b.create(alloc.claims_path(b), alloc.claim_body("c"))
     two = alloc.claim_body("two")
-    two["spec"]["devices"]["requests"][0]["exactly"].update(allocationMode="ExactCount", count=2)
+    two["spec"]["devices"]["requests"][0]["exactly"].update(allocationMode="ExactCount", count=3)
     b.create(alloc.claims_path(b), two)
     pod = alloc.gated_pod(b, "p", claim="c")
     alloc.gated_pod(b, "w", claim="two")
+    gangs = f"/apis/resource.draco.dev/v1alpha1/namespaces/{b.ns}/gangs"
+    b.create(gangs, {"apiVersion": "resource.draco.dev/v1alpha1", "kind": "Gang",
+                     "metadata": {"name": "g"}, "spec": {"minCount": 1}})
+    b.create(alloc.claims_path(b), alloc.claim_body("gc"))
+    member = {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": "gm", "labels": {"resource.draco.dev/gang": "g"}},
+              "spec": {"schedulingGates": [{"name": alloc.GATE}],
+                       "resourceClaims": [{"name": "gpu", "resourceClaimName": "gc"}],
+                       "containers": [{"name": "c", "image": "registry.invalid/app",
+                                       "resources": {"claims": [{"name": "gpu"}]}}]}}
+    b.create(alloc.pods_path(b), member)
+
+    def gang_allocated() -> bool:
+        conds = (((b.get(f"{gangs}/g") or {}).get("status")) or {}).get("conditions") or []
+        return any(c["type"] == "Allocated" and c["status"] == "True" for c in conds)
 
     def done() -> bool:
         status = ((b.get(f"{alloc.claims_path(b)}/c") or {}).get("status")) or {}
         return bool(status.get("allocation")) and [r.get("uid") for r in status.get("reservedFor") or []] == [
             pod["metadata"]["uid"]] and has_event(b, b.ns, "p", "Allocated") \
-            and alloc.condition(b, "w", "False") is not None
+            and alloc.condition(b, "w", "False") is not None and gang_allocated()
     return done
 
 
