@@ -303,7 +303,8 @@ def test_draco_run_wires_the_narrowing_controller_on_pods_and_claims() -> None:
 
     from operators.cli.run import CONTROLLERS, FEEDS, build
 
-    assert "narrowing" in CONTROLLERS and set(FEEDS["narrowing"]) == {"Pod", "ResourceClaim"}
+    assert "narrowing" in CONTROLLERS and set(FEEDS["narrowing"]) == {
+        "Pod", "ResourceClaim", "Gang", "PodGroup"}  # gangs: members are ungated together
     _, _, started = build(["narrowing"], SimpleNamespace(narrowing_timeout=42.0))
     controller = started["narrowing"]
     assert isinstance(controller, NarrowingController)
