@@ -292,7 +292,7 @@ class GangWork:
                     if not ok:
                         break
                     for claim in member.allocated:
-                        if not claim.reserved_for_pod(member.pod.meta.uid):
+                        if not claim.reserved_for_pod(member.pod.meta.uid, member.pod.pod_group):
                             await write_claim(self.client, claim.meta.key, claim.meta.uid, ref, None)
         self.committing.discard(view.key)
         if g.failed or not ok:

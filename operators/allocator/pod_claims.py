@@ -121,7 +121,7 @@ def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE, now: datet
             pending.append(claim)
             continue
         allocated.append(claim)
-        if claim.reserved_for_pod(uid):
+        if claim.reserved_for_pod(uid, pod.pod_group):
             state = binding(claim, now, binding_timeout)
             if state.failed:
                 failed.append((claim, state.failed))

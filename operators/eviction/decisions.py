@@ -238,7 +238,9 @@ def is_user(pod: Pod, claim: ResourceClaim) -> bool:
     if not any(name == claim.name and (not must_own or claim.meta.controller_uid == pod.meta.uid)
                for name, must_own in pod.claim_refs()):
         return False
-    return any(r.is_pod and r.name == pod.name and r.uid == pod.meta.uid for r in claim.reserved_for)
+    return any((r.is_pod and r.name == pod.name and r.uid == pod.meta.uid)
+               or (r.is_pod_group and pod.pod_group and r.name == pod.pod_group)  # KEP-5729
+               for r in claim.reserved_for)
 
 
 def evictable(pod: Pod) -> bool:

@@ -145,6 +145,10 @@ class ConsumerRef:
     def is_pod(self) -> bool:
         return self.resource == "pods" and self.api_group == ""
 
+    @property
+    def is_pod_group(self) -> bool:
+        return self.resource == "podgroups" and self.api_group == "scheduling.k8s.io"
+
 
 @dataclass(frozen=True, slots=True)
 class AllocatedDeviceStatus:
@@ -183,8 +187,12 @@ class ResourceClaim(NamespacedObject):
     def allocated(self) -> bool:
         return self.allocation is not None
 
-    def reserved_for_pod(self, uid: str) -> bool:
-        return any(r.is_pod and r.uid == uid for r in self.reserved_for)
+    def reserved_for_pod(self, uid: str, pod_group: str = "") -> bool:
+        """Reserved for the pod with UID, or (KEP-5729) for the PodGroup it belongs to
+        (`pod_group`, its spec.schedulingGroup.podGroupName): upstream accepts a group's
+        reservation by name, the pod not knowing the group's UID."""
+        return any((r.is_pod and r.uid == uid) or (
+            pod_group and r.is_pod_group and r.name == pod_group) for r in self.reserved_for)
 
     def request(self, name: str) -> DeviceRequest | None:
         parent = name.partition("/")[0]

@@ -85,7 +85,7 @@ def readiness(tracker: Tracker, key: NamespacedName, gate: str = DRACO_GATE) -> 
         if claim.allocation is None:
             missing.append(f"claim {name} is not allocated")
             continue
-        if not claim.reserved_for_pod(pod.meta.uid):
+        if not claim.reserved_for_pod(pod.meta.uid, pod.pod_group):
             missing.append(f"claim {name} is allocated but not reserved for this pod")
             continue
         state = binding(claim, None)  # the allocator releases a failed or timed-out one

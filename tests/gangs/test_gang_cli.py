@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from operators.cli.devices import device_document
+from operators.cli.main import main
 from operators.cli.state import build_tracker
 from tests.gangs.test_gang_placement import WHOLE_OR_HALF, partitioned_node
 from tests.gangs.world import allocated_on, classes, gang, gpus, member, node, node_slice
@@ -82,3 +84,17 @@ def test_draco_devices_shows_what_a_gang_holds() -> None:
     assert doc["gangs"] == {"Gang default/g": {
         "minCount": 2, "members": ["default/p-0", "default/p-1"],
         "devices": ["driver-a/n-1/gpu-0"]}}
+
+
+def test_a_claim_reserved_for_a_podgroup_counts_as_its_members(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """KEP-5729: upstream accepts a PodGroup's reservation for the pods naming that group
+    (resourceclaim.IsReservedForPod in 1.37): draco evicts them for the claim's tainted
+    device, and shows the device held by the PodGroup."""
+    world = str(Path(__file__).with_name("podgroup_reserved.yaml"))
+    assert main(["evictions", "--from", world, "--now", "2026-11-28T00:00:00Z", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evict"] == ["ns/m0"]
+    assert main(["devices", "--from", world, "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["gangs"]["PodGroup ns/pg"]["devices"] == ["gpu.example.com/n1/g0"]
+    assert {d["device"]: d.get("gang") for d in doc["devices"]} == {"g0": "PodGroup ns/pg", "g1": None}
