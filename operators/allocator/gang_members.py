@@ -1,8 +1,7 @@
 """Which pods belong to which gang, and where each gang stands. Tracker reads, no I/O.
 
-`GangMembers` is an index kept up to date from the tracker's changed pod keys (so a
-gang's members are found without walking every pod); `gang_view` reads one gang's
-members through `pod_claims.pod_work`:
+`tracker.gangs.GangMembers` indexes which pods belong to which gang; `gang_view`
+reads one gang's members through `pod_claims.pod_work`:
 - placed: every claim allocated (gated and waiting for the narrowing, or running);
 - pending: gated, claims to allocate (`Member.pending`);
 - not ready: a claim not generated yet, being deleted, or a failed binding (the
@@ -14,57 +13,14 @@ whole gang has its devices.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from operators.allocator.gang import Member
 from operators.allocator.pod_claims import GATE, Blocked, Done, NotOurs, Release, Waiting, pod_work
 from operators.model import NamespacedName, Pod, ResourceClaim
-from operators.model.gangs import Gang, gang_of
+from operators.model.gangs import Gang
 from operators.tracker import Tracker
-from operators.tracker.gangs import GangKey, GangOverlay
-
-
-def gang_key(pod: Pod) -> GangKey | None:
-    found = gang_of(pod)
-    return None if found is None else (found[0], pod.meta.namespace, found[1])
-
-
-class GangMembers:
-    """pod -> gang and gang -> pods, for the pods the tracker keeps."""
-
-    def __init__(self) -> None:
-        self.of_pod: dict[NamespacedName, GangKey] = {}
-        self.pods: dict[GangKey, set[NamespacedName]] = {}
-
-    def update(self, tracker: Tracker, keys: Iterable[NamespacedName]) -> set[GangKey]:
-        """Follow the pods named; returns the gangs whose membership or members changed."""
-        touched: set[GangKey] = set()
-        for key in keys:
-            pod = tracker.pod(key)
-            new = None if pod is None or pod.terminal else gang_key(pod)
-            old = self.of_pod.get(key)
-            if old is not None:
-                touched.add(old)
-            if old == new:
-                continue
-            if old is not None:
-                members = self.pods.get(old)
-                if members is not None:
-                    members.discard(key)
-                    if not members:
-                        del self.pods[old]
-                del self.of_pod[key]
-            if new is not None:
-                self.of_pod[key] = new
-                self.pods.setdefault(new, set()).add(key)
-                touched.add(new)
-        return touched
-
-    def rescan(self, tracker: Tracker) -> set[GangKey]:
-        self.of_pod.clear()
-        self.pods.clear()
-        return self.update(tracker, [p.meta.key for p in tracker.pods()])
+from operators.tracker.gangs import GangKey, GangMembers, GangOverlay, gang_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,4 +95,4 @@ def gang_view(tracker: Tracker, gangs: GangOverlay, members: GangMembers, key: G
     return GangView(key, gang, tuple(ready), tuple(not_ready), tuple(gated_placed))
 
 
-__all__ = ["GangMembers", "GangView", "gang_key", "gang_view"]
+__all__ = ["GangMembers", "GangView", "gang_key", "gang_view"]  # the first two re-exported

@@ -14,14 +14,13 @@ import argparse
 from fractions import Fraction
 from typing import Any
 
-from operators.allocator.gang_members import GangMembers
 from operators.cli.output import emit, render_table
 from operators.cli.state import add_source_options, load_state, rfc3339, tracker_errors
 from operators.cli.upstream_taints import add_mode_option, add_upstream, describe
 from operators.model import Device, DeviceTaint
 from operators.model.quantity import Quantity
 from operators.tracker import Tracker
-from operators.tracker.gangs import GangKey, gang_overlay
+from operators.tracker.gangs import GangKey, GangMembers, gang_overlay
 from operators.tracker.views import DeviceView, PoolStatus
 
 

@@ -46,7 +46,6 @@ from typing import Any
 import structlog
 from prometheus_client import Counter
 
-from operators.allocator.gang_members import GangMembers, gang_key, gang_view
 from operators.kube.client import KubeClient, Response
 from operators.kube.conditions import rfc3339
 from operators.kube.conflicts import read_modify_write
@@ -60,7 +59,7 @@ from operators.narrowing.narrow import DRACO_GATE, CannotNarrow, Narrowed, Narro
 from operators.narrowing.nodes import refusal
 from operators.narrowing.readiness import NotOurs, Ready, Waiting, readiness
 from operators.tracker import Change, Tracker
-from operators.tracker.gangs import GANG_KINDS, gang_overlay
+from operators.tracker.gangs import GANG_KINDS, GangMembers, gang_key, gang_overlay, placed_count
 
 log = structlog.get_logger("draco.narrowing")
 
@@ -241,12 +240,13 @@ class NarrowingController(KeyedPassLoop):
             return None  # a PodGroup without a gang policy: its pods go one by one
         if gangs is None or gangs.gang(*gkey) is None:
             return f"{gkey[0]} {gkey[1]}/{gkey[2]} does not exist or cannot be read"
-        view = gang_view(self.tracker, gangs, self.gang_members, gkey, self.settings.gate)
-        if view.complete:
+        gang = gangs.gang(*gkey)
+        assert gang is not None
+        done = placed_count(self.tracker, self.gang_members, gkey)
+        if done >= gang.min_count:
             return None
-        assert view.gang is not None
-        return (f"{gkey[0]} {view.label}: {view.placed} of {view.gang.min_count} members have "
-                "their devices; members are ungated together")
+        return (f"{gkey[0]} {gang.label}: {done} of {gang.min_count} members have their "
+                "devices; members are ungated together")
 
     def _forget(self, key: NamespacedName) -> None:
         self.deadlines.pop(key, None)

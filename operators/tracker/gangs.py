@@ -11,13 +11,23 @@ the tracker's; see `allocator.gang_members`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
-from operators.model import DeviceID
-from operators.model.gangs import Gang, parse_gang, parse_pod_group
+from operators.model import DeviceID, NamespacedName, Pod, ResourceClaim
+from operators.model.gangs import Gang, gang_of, parse_gang, parse_pod_group
 from operators.tracker.overlay import EventType, OverlayBase
 
 GangKey = tuple[str, str, str]  # (kind, namespace, name)
+
+
+class TrackerReads(Protocol):
+    """What the membership index reads of the tracker (this module sits below it)."""
+
+    def pod(self, key: NamespacedName) -> Pod | None: ...
+
+    def pods(self) -> Iterable[Pod]: ...
+
+    def claim(self, key: NamespacedName) -> ResourceClaim | None: ...
 GANG_KINDS = frozenset({"Gang", "PodGroup"})
 
 
@@ -58,6 +68,67 @@ class GangOverlay(OverlayBase):
         return (kind, namespace, name) in self.basic
 
 
+def gang_key(pod: Pod) -> GangKey | None:
+    found = gang_of(pod)
+    return None if found is None else (found[0], pod.meta.namespace, found[1])
+
+
+class GangMembers:
+    """pod -> gang and gang -> pods, for the pods the tracker keeps."""
+
+    def __init__(self) -> None:
+        self.of_pod: dict[NamespacedName, GangKey] = {}
+        self.pods: dict[GangKey, set[NamespacedName]] = {}
+
+    def update(self, tracker: TrackerReads, keys: Iterable[NamespacedName]) -> set[GangKey]:
+        """Follow the pods named; returns the gangs whose membership or members changed."""
+        touched: set[GangKey] = set()
+        for key in keys:
+            pod = tracker.pod(key)
+            new = None if pod is None or pod.terminal else gang_key(pod)
+            old = self.of_pod.get(key)
+            if old is not None:
+                touched.add(old)
+            if old == new:
+                continue
+            if old is not None:
+                members = self.pods.get(old)
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        del self.pods[old]
+                del self.of_pod[key]
+            if new is not None:
+                self.of_pod[key] = new
+                self.pods.setdefault(new, set()).add(key)
+                touched.add(new)
+        return touched
+
+    def rescan(self, tracker: TrackerReads) -> set[GangKey]:
+        self.of_pod.clear()
+        self.pods.clear()
+        return self.update(tracker, [p.meta.key for p in tracker.pods()])
+
+
+def placed(tracker: TrackerReads, pod: Pod) -> bool:
+    """A member with its devices: unfinished, not being deleted, every claim it names
+    known, existing and allocated."""
+    if pod.terminal or pod.meta.deleting:
+        return False
+    if any(pod.claim_name(pc) is None for pc in pod.resource_claims):
+        return False
+    for key in pod.claim_keys():
+        claim = tracker.claim(key)
+        if claim is None or claim.allocation is None:
+            return False
+    return True
+
+
+def placed_count(tracker: TrackerReads, members: GangMembers, key: GangKey) -> int:
+    return sum(1 for k in members.pods.get(key, ()) if (p := tracker.pod(k)) is not None
+               and placed(tracker, p))
+
+
 def gang_overlay(tracker: Any) -> GangOverlay | None:
     """The tracker's GangOverlay, if one is registered."""
     for overlay in tracker.overlays:
@@ -66,4 +137,5 @@ def gang_overlay(tracker: Any) -> GangOverlay | None:
     return None
 
 
-__all__ = ["GANG_KINDS", "GangKey", "GangOverlay", "gang_overlay"]
+__all__ = ["GANG_KINDS", "GangKey", "GangMembers", "GangOverlay", "gang_key", "gang_overlay",
+           "placed", "placed_count"]
