@@ -248,9 +248,9 @@ class AllocatorController(KeyedPassLoop, GangWork):
         for key in sorted(keys, key=self._queue_order):
             self._consider(key, now)
         soonest = list(self.retry_at.values()) + list(self.binding_at.values())
-        expiry = self.holds.next_expiry()
-        if expiry is not None:
-            soonest.append(expiry)
+        for expiry in (self.holds.next_expiry(), self.next_reservation_expiry()):
+            if expiry is not None:
+                soonest.append(expiry)
         if not soonest:
             return IDLE
         return min(IDLE, max(min(soonest) - now, 0.05))

@@ -96,7 +96,9 @@ class GangOutcome:
     domains: int = 0
     searched: int = 0
     steps: int = 0
-    notes: tuple[str, ...] = field(default=())
+    # when unsatisfiable: the devices of the domain it came closest in (the deepest
+    # partial placement, else the smallest shortfall by count), for a reservation
+    closest: frozenset[DeviceID] = field(default=frozenset())
 
     @property
     def allocated(self) -> bool:
@@ -391,10 +393,13 @@ def place_gang(
         partial = tuple(zip((p.label for p in plans), search.best_nodes, strict=False))
         if best is None or search.best > best[0]:
             best = (search.best, partial, stuck, d)
+    near = best[3] if best is not None else (max(short, key=lambda t: (t[0], t[2].text))[2]
+                                             if short else None)
+    closest = frozenset(d.id for d in _domain_devices(near, gang, index, usable)) if near else frozenset()
     return GangOutcome("unsatisfiable", reason=_reason(
         gang, core, candidates, short, ranked, searched, best, index, classes, in_use, shares,
         deadline), partial=best[1] if best else (), domains=len(candidates), searched=searched,
-        steps=steps)
+        steps=steps, closest=closest)
 
 
 def _domain_devices(d: Domain, gang: Gang, index: NodeIndex,

@@ -104,6 +104,7 @@ class GangWork:
     sem: asyncio.Semaphore
     reports: PodReporter
     unsatisfied: dict[NamespacedName, str]
+    pending: set[NamespacedName]
     decisions: int
     _classes: dict[str, DeviceClass]
 
@@ -169,13 +170,21 @@ class GangWork:
         now = self.monotonic()
         created = pod.meta.creation_timestamp.timestamp() if pod.meta.creation_timestamp else 0.0
         extra: set[DeviceID] = set()
-        for gkey, r in list(self.reservations.items()):
+        for r in self.reservations.values():
             if r.until <= now:
-                del self.reservations[gkey]
-                continue
+                continue  # the gang is decided again at its limit (gang_step)
             if pod.priority <= r.priority and created >= r.created:
                 extra |= r.devices
         return Reserved(in_use, frozenset(extra)) if extra else in_use
+
+    def _unreserve(self, gkey: GangKey) -> None:
+        """The gang no longer keeps devices from single pods: those waiting look again."""
+        if self.reservations.pop(gkey, None) is not None:
+            self.pending.update(self.unsatisfied)
+            self.wake.set()
+
+    def next_reservation_expiry(self) -> float | None:
+        return min((r.until for r in self.reservations.values()), default=None)
 
     # -- deciding
 
@@ -188,6 +197,8 @@ class GangWork:
         return (-priority, ts.timestamp() if ts is not None else float("inf"), gkey)
 
     def _gang_step(self) -> None:
+        now = self.monotonic()
+        self.gang_queue |= {g for g, r in self.reservations.items() if r.until <= now}
         queue, self.gang_queue = self.gang_queue, set()
         for gkey in sorted(queue, key=self._gang_order):
             with guarded("allocator", "gang", kind=gkey[0], namespace=gkey[1], name=gkey[2]):
@@ -199,13 +210,14 @@ class GangWork:
             return
         view = gang_view(self.tracker, gangs, self.gang_members, gkey, self.settings.gate)
         if view.gang is None:
+            self._unreserve(gkey)
             self._gang_report(view, "GangNotFound", f"{gkey[0]} {view.label} does not exist or "
                               "cannot be read; its members wait")
             self.gang_waiting.add(gkey)
             return
         if not view.pending:
             self.gang_waiting.discard(gkey)
-            self.reservations.pop(gkey, None)
+            self._unreserve(gkey)
             self._gang_write_status(view, None)
             return
         if any(c.meta.key in self.holds for m in view.pending for c in m.pending):
@@ -217,7 +229,7 @@ class GangWork:
         self.decisions += 1
         if outcome.allocated and outcome.placed:
             self.gang_waiting.discard(gkey)
-            self.reservations.pop(gkey, None)
+            self._unreserve(gkey)
             self.gang_since.pop(gkey, None)
             self.gang_limit_passed.discard(gkey)
             GANGS.labels(outcome="Allocated").inc()
@@ -247,20 +259,19 @@ class GangWork:
         self._gang_write_status(view, outcome, reason)
 
     def _reserve(self, view: GangView, outcome: GangOutcome) -> None:
-        """Keep the nodes of the best partial placement for the gang, up to its limit."""
+        """Keep the devices of the domain the gang came closest in for it, up to its
+        wait limit."""
         assert view.gang is not None
         now = self.monotonic()
         since = self.gang_since.setdefault(view.key, now)
         limit = float(view.gang.wait_seconds or DEFAULT_WAIT_S)
         if now - since >= limit:
-            self.reservations.pop(view.key, None)
+            self._unreserve(view.key)
             self.gang_limit_passed.add(view.key)
             return
-        nodes = {node for _, node in outcome.partial}
-        if not nodes:
+        devices = outcome.closest
+        if not devices:
             return
-        index = self._node_index()
-        devices = frozenset(d.id for n in index.nodes if n.name in nodes for d in index.view(n)[1])
         pods = [self.tracker.pod(k) for k in self.gang_members.pods.get(view.key, ())]
         priority = max((p.priority for p in pods if p is not None), default=0)
         ts = view.gang.meta.creation_timestamp

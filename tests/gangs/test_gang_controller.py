@@ -19,7 +19,7 @@ from operators.narrowing.controller import NarrowingController, NarrowingSetting
 from operators.tracker import Tracker
 from tests.fake_api import FakeAPI, Response, run
 from tests.gangs.test_gang_placement import WHOLE_OR_HALF, partitioned_node
-from tests.gangs.world import NS, classes, gang, member, node
+from tests.gangs.world import NS, allocated_on, classes, gang, gpus, member, node, node_slice
 
 STORED = ("Pod", "ResourceClaim", "Gang")
 
@@ -60,8 +60,10 @@ class Cluster:
 
     def start(self) -> None:
         self.api.dead = False
+        self.now = 1000.0
         self.tracker: Tracker = build_tracker(self.others + list(self.api.objects.values()))
-        self.allocator = AllocatorController(self.tracker, self.api, AllocatorSettings())  # type: ignore[arg-type]
+        self.allocator = AllocatorController(self.tracker, self.api, AllocatorSettings(),  # type: ignore[arg-type]
+                                             monotonic=lambda: self.now)
         self.narrowing = NarrowingController(self.tracker, self.api, NarrowingSettings())  # type: ignore[arg-type]
 
     def echo(self) -> None:
@@ -192,3 +194,44 @@ def test_a_kill_mid_gang_is_rolled_back_when_the_rest_no_longer_fits() -> None:
     run(c.settle())
     assert c.allocated("p-0-claim", "p-1-claim") == [False, False]
     assert c.gated("p-0") and c.gated("p-1")
+
+
+def test_a_waiting_gang_keeps_younger_single_pods_off_its_domain_until_its_limit() -> None:
+    """Rack b (n-2, n-3) is the gang's only chance, but n-3's GPU is held. A younger pod
+    that can only run in rack b would take n-2 and starve the gang; the gang's
+    reservation keeps it off until the holder lets go (the gang then gets rack b), or,
+    in a second run, until waitSeconds pass (then the pod gets n-2 and the gang reports
+    WaitLimitExceeded)."""
+    def world() -> list[dict[str, Any]]:
+        g = gang("g", 2, node_label="rack")
+        g["spec"]["waitSeconds"] = 120
+        objs = [*classes(), g]
+        for name, rack in (("n-1", "a"), ("n-2", "b"), ("n-3", "b")):
+            objs += [node(name, rack=rack), *node_slice(name, gpus(1))]
+        objs += member("holder", "other", [{"name": "gpu", "class": "class-a"}],
+                       allocation=allocated_on("n-3", "gpu-0"), node_name="n-3")
+        for i in range(2):
+            objs += member(f"p-{i}", "g", [{"name": "gpu", "class": "class-a"}])
+        c, p = member("late", "none", [{"name": "gpu", "class": "class-a"}])
+        del p["metadata"]["labels"]
+        p["metadata"]["creationTimestamp"] = "2026-01-02T00:00:00Z"  # younger than the gang
+        p["spec"]["nodeSelector"] = {"rack": "b"}
+        return [*objs, c, p]
+
+    c = Cluster(world())
+    run(c.settle())
+    assert c.allocated("p-0-claim", "p-1-claim", "late-claim") == [False, False, False]
+    assert c.gang_status()["conditions"][0]["reason"] == "GangUnschedulable"
+    c.api.touch(f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/holder-claim",
+                lambda o: o.update(status={}))  # the holder lets go of n-3's GPU
+    run(c.settle())
+    assert c.allocated("p-0-claim", "p-1-claim", "late-claim") == [True, True, False]
+    assert c.gang_status()["domain"] == "rack=b"
+
+    c = Cluster(world())
+    run(c.settle())
+    assert c.allocated("late-claim") == [False]
+    c.now += 121  # past waitSeconds
+    run(c.settle())
+    assert c.allocated("p-0-claim", "p-1-claim", "late-claim") == [False, False, True]
+    assert c.gang_status()["conditions"][0]["reason"] == "WaitLimitExceeded"
