@@ -14,7 +14,6 @@ kube-scheduler alone, and are placed on the two halves with draco.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,18 +21,11 @@ import pytest
 from operators.allocator.pod_claims import GATE
 from operators.apiserver.testing import wait_for
 from tests.e2e.backends import Backend, RealBackend
+from tests.e2e.test_allocator_e2e import SETTINGS, claims_path, pods_path
 from tests.operator_threads import operator_threads
 
-SETTINGS = SimpleNamespace(qps=200.0, burst=400, allocation_timeout=10.0, narrowing_timeout=300.0)
 GANGS = "/apis/resource.draco.dev/v1alpha1/namespaces/{ns}/gangs"
-
-
-def claims(b: Backend) -> str:
-    return f"/apis/resource.k8s.io/v1/namespaces/{b.ns}/resourceclaims"
-
-
-def pods(b: Backend) -> str:
-    return f"/api/v1/namespaces/{b.ns}/pods"
+claims, pods = claims_path, pods_path
 
 
 def device_class(b: Backend) -> str:
