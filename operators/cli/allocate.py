@@ -46,6 +46,7 @@ from operators.allocator import (
 )
 from operators.allocator.nodes import NodeIndex, Placement, PodFit, candidate_nodes, place
 from operators.cli.allocate_gang import gang_document, gang_table
+from operators.cli.allocate_preempt import preempt_document, preempt_table
 from operators.cli.allocation_records import allocated_record, failed_record, nodes_from
 from operators.cli.inputs import UsageError
 from operators.cli.output import emit, render_table, warn
@@ -77,6 +78,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--gang", default=None, type=claim_key, metavar="NS/NAME",
                         help="place this Gang (or PodGroup) instead: all its members' claims "
                         "jointly, all or nothing, in one topology domain")
+    parser.add_argument("--preempt", default=None, type=claim_key, metavar="NS/NAME",
+                        help="which running pods draco would evict so that this gated pod's "
+                        "claims fit, and the devices it would nominate (nothing is evicted)")
     parser.set_defaults(func=run)
 
 
@@ -238,6 +242,12 @@ def table(doc: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     tracker, objects = load_state(args)
     add_upstream(args, tracker, list(objects), probe=False)  # upstream's rules taint devices too
+    if args.preempt is not None:
+        if args.claims or args.node or args.gang:
+            raise UsageError("--preempt decides for one pod: it takes no --claim, --node or --gang")
+        emit(preempt_document(tracker, objects, args.preempt, DEFAULT_BUDGET_S), args.output,
+             preempt_table)
+        return 0
     if args.gang is not None:
         if args.claims or args.node:
             raise UsageError("--gang places the whole gang: it takes no --claim or --node")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from operators.model import fields as f
@@ -67,6 +68,8 @@ class Pod(NamespacedObject):
     device_health: tuple[tuple[DeviceID, str], ...] = ()
     priority: int = 0  # spec.priority, as the Priority admission plugin resolved it
     pod_group: str = ""  # spec.schedulingGroup.podGroupName (1.36+), "" when none
+    preemption_policy: str = "PreemptLowerPriority"  # spec.preemptionPolicy
+    start_time: datetime | None = None  # status.startTime (the kubelet's)
 
     @property
     def terminal(self) -> bool:
@@ -193,6 +196,7 @@ def parse_pod(meta: ObjectMeta, spec: Mapping[str, Any], status: Mapping[str, An
         node_selector = f.string_map(spec, "nodeSelector")
         required = _required_affinity(affinity)
         priority = f.integer(spec, "priority")
+        preemption_policy = f.string(spec, "preemptionPolicy", default="PreemptLowerPriority")
         try:
             pod_group = f.string(f.obj(spec, "schedulingGroup"), "podGroupName")
         except FieldError as e:
@@ -212,6 +216,7 @@ def parse_pod(meta: ObjectMeta, spec: Mapping[str, Any], status: Mapping[str, An
             except FieldError as e:
                 raise e.at("extendedResourceClaimStatus") from None
         phase = f.string(status, "phase")
+        start_time = f.opt_time(status, "startTime")
     except FieldError as e:
         raise e.at("status") from None
     return Pod(
@@ -229,6 +234,8 @@ def parse_pod(meta: ObjectMeta, spec: Mapping[str, Any], status: Mapping[str, An
         device_health=_device_health(status),
         priority=priority,
         pod_group=pod_group,
+        preemption_policy=preemption_policy,
+        start_time=start_time,
     )
 
 

@@ -1,0 +1,222 @@
+"""Victim selection for a gated pod that cannot be allocated: which running pods to evict
+so that its claims fit. Pure: plain data in, a `Preemption` out, nothing written.
+
+kube-scheduler's DRA plugin cannot do this (no preemption hooks in 1.37): removing a
+simulated victim frees none of its devices. Here a victim frees the devices of every
+claim whose consumers are all victims (a claim shared with a pod that stays keeps its
+devices), whole devices and shares alike, wherever they are reachable from.
+
+Following upstream's default preemption where it applies:
+- only pods of lower `spec.priority` than the preemptor are victims, and none at all
+  when the preemptor's `preemptionPolicy` is `Never`;
+- per candidate node (the nodes kube-scheduler's filters leave the pod, as for an
+  allocation): every lower-priority pod whose freed devices the node reaches is removed;
+  if the claims then fit there, victims are reprieved one by one, those whose eviction
+  would violate a PodDisruptionBudget first, then by priority, highest first (then the
+  earliest started): a pod is reprieved when the claims still fit with it kept;
+- the node is chosen by: fewest PDB violations, then the lowest highest-victim
+  priority, then the lowest sum of victim priorities, then the fewest victims, then the
+  latest start among the highest-priority victims; ties to the node tried first.
+A member of a gang is evicted with its whole gang, unless the gang keeps at least
+`minCount` placed members without it (`units` says which pods go together).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from operators.allocator.capacity import Shares, shares_from_claims
+from operators.allocator.inventory import NodeInfo
+from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, place
+from operators.model import (
+    AllocationResult,
+    DeviceClass,
+    DeviceID,
+    NamespacedName,
+    Pod,
+    ResourceClaim,
+)
+from operators.model.disruption import DisruptionBudget
+
+Verdict = Literal["preempt", "fits", "impossible"]
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A pod that could be a victim, with its allocated claims."""
+
+    pod: Pod
+    claims: tuple[ResourceClaim, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.pod.meta.namespace}/{self.pod.meta.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    verdict: Verdict
+    victims: tuple[str, ...] = ()  # NS/NAME
+    devices: tuple[str, ...] = ()  # driver/pool/device, the preemptor's nominated devices
+    node: str | None = None
+    reason: str = ""
+    pdb_violations: int = 0
+    allocations: tuple[AllocationResult, ...] = field(default=())  # the nominated allocations
+
+
+def _freed(victims: Collection[str], running: Mapping[str, Running],
+           consumers: Mapping[NamespacedName, frozenset[str]]) -> tuple[set[DeviceID], set[NamespacedName]]:
+    """The devices (whole) and the claims the victims free: claims all of whose
+    consumers are victims."""
+    devices: set[DeviceID] = set()
+    claims: set[NamespacedName] = set()
+    for label in victims:
+        for c in running[label].claims:
+            key = c.meta.key
+            if key in claims or not consumers.get(key, frozenset({label})) <= set(victims):
+                continue
+            claims.add(key)
+            if c.allocation is not None:
+                devices.update(r.id for r in c.allocation.results if not r.admin_access and not r.share_id)
+    return devices, claims
+
+
+def _violations(victims: Sequence[str], running: Mapping[str, Running],
+                budgets: Sequence[DisruptionBudget]) -> set[str]:
+    """The victims whose eviction goes beyond a budget's allowed disruptions (upstream
+    counts in the order given: highest priority first)."""
+    left = {id(b): b.disruptions_allowed for b in budgets}
+    out: set[str] = set()
+    for label in victims:
+        pod = running[label].pod
+        for b in budgets:
+            if b.selects(pod.meta.namespace, pod.meta.labels):
+                left[id(b)] -= 1
+                if left[id(b)] < 0:
+                    out.add(label)
+    return out
+
+
+def _importance(r: Running) -> tuple[int, float]:
+    """Upstream's MoreImportantPod as a sort key: higher priority, then started earlier."""
+    started = r.pod.start_time.timestamp() if r.pod.start_time is not None else float("inf")
+    return (-r.pod.priority, started)
+
+
+def select_victims(
+    preemptor: Pod,
+    pending: Sequence[ResourceClaim],
+    allocated: Sequence[ResourceClaim],
+    running: Iterable[Running],
+    index: NodeIndex,
+    classes: Mapping[str, DeviceClass],
+    in_use: Collection[DeviceID],
+    all_claims: Iterable[ResourceClaim],
+    budgets: Sequence[DisruptionBudget] = (),
+    units: Mapping[str, tuple[str, ...]] | None = None,
+    budget_s: float = 10.0,
+) -> Preemption:
+    """UNITS: pods that go together (a gang member -> every member that goes with it)."""
+    claims_all = list(all_claims)
+    base_shares = shares_from_claims(claims_all)
+    allowed, refused = candidate_nodes(index.nodes, [PodFit(preemptor, tuple(allocated))])
+    view = copy.copy(index)
+    view.nodes = allowed
+    first = place(pending, view, classes, in_use, budget_s, refused=refused, shares=base_shares,
+                  with_explain=False)
+    if first.allocated:
+        return Preemption("fits", devices=_ids(first.outcome.allocations), node=first.node,
+                          reason="the claims fit without preemption",
+                          allocations=first.outcome.allocations)
+    if preemptor.preemption_policy == "Never":
+        return Preemption("impossible", reason="the pod's preemptionPolicy is Never")
+    lower = {r.label: r for r in running if r.pod.priority < preemptor.priority
+             and not r.pod.terminal and not r.pod.meta.deleting}
+    if not lower:
+        return Preemption("impossible", reason=f"no running pod has a lower priority than "
+                                               f"{preemptor.priority}")
+    consumers: dict[NamespacedName, frozenset[str]] = {}
+    for c in claims_all:
+        if c.allocation is not None:
+            consumers[c.meta.key] = frozenset(f"{c.namespace}/{r.name}" for r in c.reserved_for if r.is_pod)
+    groups = units or {}
+    best: tuple[tuple[float, ...], Preemption] | None = None
+    for node in allowed:
+        reach = {d.id for d in index.view(node)[1]}
+        potential = [label for label, r in lower
+                     .items() if _freed([label], lower, consumers)[0] & reach]
+        if not potential:
+            continue
+        victims = _expand(potential, groups, lower)
+        if victims is None:
+            continue
+        fits = _fits(victims, node, pending, view, classes, in_use, lower, consumers, claims_all,
+                     budget_s)
+        if fits is None:
+            continue
+        order = sorted(victims, key=lambda v: _importance(lower[v]))
+        violating = _violations(order, lower, budgets)
+        for label in [v for v in order if v in violating] + [v for v in order if v not in violating]:
+            if label not in victims:
+                continue
+            kept = [v for v in victims if v not in groups.get(label, (label,))]
+            trial = _fits(kept, node, pending, view, classes, in_use, lower, consumers, claims_all,
+                          budget_s)
+            if trial is not None:
+                victims, fits = kept, trial
+        order = sorted(victims, key=lambda v: _importance(lower[v]))
+        bad = len(_violations(order, lower, budgets))
+        top = max(lower[v].pod.priority for v in victims) if victims else -(1 << 31)
+        starts = [lower[v].pod.start_time for v in victims if lower[v].pod.priority == top]
+        latest = max((s.timestamp() for s in starts if s is not None), default=0.0)
+        score = (bad, top, sum(lower[v].pod.priority for v in victims), len(victims), -latest)
+        found = Preemption("preempt", tuple(sorted(victims)), _ids(fits), node.name,
+                           _why(victims, node.name, lower, bad), bad, fits)
+        if best is None or score < best[0]:
+            best = (score, found)
+    if best is None:
+        return Preemption("impossible", reason="evicting every lower-priority pod would still not "
+                                               "make the claims fit on any node the pod may use")
+    return best[1]
+
+
+def _expand(labels: Iterable[str], groups: Mapping[str, tuple[str, ...]],
+            lower: Mapping[str, Running]) -> list[str] | None:
+    """The victims with their gangs; None when a gang would take a pod of no lower
+    priority with it (that gang cannot go)."""
+    out: dict[str, None] = {}
+    for label in labels:
+        for member in groups.get(label, (label,)):
+            if member not in lower:
+                return None
+            out[member] = None
+    return list(out)
+
+
+def _fits(victims: Collection[str], node: NodeInfo, pending: Sequence[ResourceClaim], view: NodeIndex,
+          classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID],
+          lower: Mapping[str, Running], consumers: Mapping[NamespacedName, frozenset[str]],
+          claims_all: Sequence[ResourceClaim], budget_s: float) -> tuple[AllocationResult, ...] | None:
+    freed, freed_claims = _freed(victims, lower, consumers)
+    left = [d for d in in_use if d not in freed]
+    shares: Shares = shares_from_claims(c for c in claims_all if c.meta.key not in freed_claims)
+    placed = place(pending, view, classes, set(left), budget_s, only=node, shares=shares,
+                   with_explain=False)
+    return placed.outcome.allocations if placed.allocated else None
+
+
+def _ids(allocations: Iterable[AllocationResult]) -> tuple[str, ...]:
+    return tuple(f"{r.driver}/{r.pool}/{r.device}" for a in allocations for r in a.results)
+
+
+def _why(victims: Collection[str], node: str, lower: Mapping[str, Running], bad: int) -> str:
+    top = max(lower[v].pod.priority for v in victims)
+    budget = "no PodDisruptionBudget violated" if not bad else f"{bad} PodDisruptionBudget violation(s)"
+    return (f"evicting {len(victims)} pod(s) of priority at most {top} frees what the claims "
+            f"need on node {node} ({budget})")
+
+
+__all__ = ["Preemption", "Running", "select_victims"]

@@ -1,0 +1,103 @@
+"""`draco allocate --preempt NS/NAME`: which running pods draco would evict so that the pod's
+claims fit, and which devices it would nominate for it. Nothing is written.
+
+Output (`-o json`), one object:
+  preemptor  NS/NAME
+  status     "preempt" (victims found), "fits" (no preemption needed) or "impossible"
+  node       the node the nominated devices are allocated for (null when none)
+  victims    the pods to evict, NS/NAME, sorted
+  devices    the nominated devices, driver/pool/device
+  reason     why, in one sentence
+  pdbViolations  how many victims go beyond a PodDisruptionBudget
+See `allocator.preemption` for the order victims and nodes are chosen in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from operators.allocator import DEFAULT_BUDGET_S, in_use_from_tracker, inventory_from_tracker
+from operators.allocator.nodes import NodeIndex
+from operators.allocator.preemption import Preemption, Running, select_victims
+from operators.cli.allocate_gang import member_of
+from operators.cli.allocation_records import nodes_from
+from operators.cli.inputs import UsageError
+from operators.cli.output import render_table, warn
+from operators.model import ModelError, NamespacedName
+from operators.model.disruption import DisruptionBudget, parse_disruption_budget
+from operators.tracker import Tracker
+from operators.tracker.gangs import GangMembers, gang_overlay, placed
+
+
+def budgets_from(objects: Iterable[dict[str, Any]]) -> list[DisruptionBudget]:
+    out = []
+    for obj in objects:
+        if obj.get("kind") == "PodDisruptionBudget":
+            try:
+                out.append(parse_disruption_budget(obj))
+            except ModelError as e:
+                warn(f"{e}; skipped (its pods count as unprotected)")
+    return out
+
+
+def running_pods(tracker: Tracker) -> list[Running]:
+    """Pods holding allocated claims: bound, or ungated (a gated pod holds none yet)."""
+    out = []
+    for pod in tracker.pods():
+        if pod.terminal or pod.meta.deleting or not pod.resource_claims:
+            continue
+        claims = [c for k in pod.claim_keys() if (c := tracker.claim(k)) is not None
+                  and c.allocation is not None]
+        if claims and (pod.node_name or not pod.scheduling_gates):
+            out.append(Running(pod, tuple(claims)))
+    return out
+
+
+def gang_units(tracker: Tracker) -> dict[str, tuple[str, ...]]:
+    """A member of a gang goes with its gang's placed members, unless the gang keeps
+    minCount placed members without it."""
+    gangs = gang_overlay(tracker)
+    members = GangMembers()
+    members.rescan(tracker)
+    out: dict[str, tuple[str, ...]] = {}
+    for key, pods in members.pods.items():
+        gang = gangs.gang(*key) if gangs is not None else None
+        if gang is None:
+            continue
+        keys = sorted(k for k in pods if (p := tracker.pod(k)) is not None and placed(tracker, p))
+        labels = tuple(f"{k.namespace}/{k.name}" for k in keys)
+        if len(labels) - 1 < gang.min_count:
+            for label in labels:
+                out[label] = labels
+    return out
+
+
+def preempt_document(tracker: Tracker, objects: Sequence[dict[str, Any]], key: NamespacedName,
+                     budget_s: float = DEFAULT_BUDGET_S) -> dict[str, Any]:
+    pod = tracker.pod(key)
+    if pod is None:
+        raise UsageError(f"no Pod {key} with resource claims in the input")
+    member = member_of(tracker, pod)
+    if isinstance(member, str):
+        raise UsageError(f"Pod {key}: {member}")
+    index = NodeIndex(inventory_from_tracker(tracker), nodes_from(objects, tracker))
+    classes = {c.name: c for c in tracker.device_classes()}
+    outcome = select_victims(pod, member.pending, member.allocated, running_pods(tracker), index,
+                             classes, set(in_use_from_tracker(tracker)), tracker.claims(),
+                             budgets_from(objects), gang_units(tracker), budget_s)
+    return _doc(str(key), outcome)
+
+
+def _doc(label: str, p: Preemption) -> dict[str, Any]:
+    return {"preemptor": label, "status": p.verdict, "node": p.node, "victims": list(p.victims),
+            "devices": list(p.devices), "reason": p.reason, "pdbViolations": p.pdb_violations}
+
+
+def preempt_table(doc: dict[str, Any]) -> str:
+    head = f"Pod {doc['preemptor']}: {doc['status']}"
+    if doc["node"]:
+        head += f" on {doc['node']}"
+    head += f"\n  {doc['reason']}\n"
+    rows = [("victim", v) for v in doc["victims"]] + [("nominated", d) for d in doc["devices"]]
+    return head + (render_table(("what", "name"), rows) if rows else "")
