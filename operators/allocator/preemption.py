@@ -24,7 +24,7 @@ A member of a gang is evicted with its whole gang, unless the gang keeps at leas
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -143,18 +143,21 @@ def select_victims(
         if c.allocation is not None:
             consumers[c.meta.key] = frozenset(f"{c.namespace}/{r.name}" for r in c.reserved_for if r.is_pod)
     groups = units or {}
+    holders: dict[DeviceID, list[str]] = {}  # device -> the lower-priority pods it would free for
+    for label in lower:
+        for d in _freed([label], lower, consumers)[0]:
+            holders.setdefault(d, []).append(label)
     best: tuple[tuple[float, ...], Preemption] | None = None
     for node in allowed:
-        reach = {d.id for d in index.view(node)[1]}
-        potential = [label for label, r in lower
-                     .items() if _freed([label], lower, consumers)[0] & reach]
+        potential = list(dict.fromkeys(
+            h for d in index.view(node)[1] for h in holders.get(d.id, ())))
         if not potential:
             continue
         victims = _expand(potential, groups, lower)
         if victims is None:
             continue
         fits = _fits(victims, node, pending, view, classes, in_use, lower, consumers, claims_all,
-                     budget_s)
+                     base_shares, budget_s)
         if fits is None:
             continue
         order = sorted(victims, key=lambda v: _importance(lower[v]))
@@ -164,7 +167,7 @@ def select_victims(
                 continue
             kept = [v for v in victims if v not in groups.get(label, (label,))]
             trial = _fits(kept, node, pending, view, classes, in_use, lower, consumers, claims_all,
-                          budget_s)
+                          base_shares, budget_s)
             if trial is not None:
                 victims, fits = kept, trial
         order = sorted(victims, key=lambda v: _importance(lower[v]))
@@ -196,15 +199,43 @@ def _expand(labels: Iterable[str], groups: Mapping[str, tuple[str, ...]],
     return list(out)
 
 
+class _Without(Collection[DeviceID]):
+    """IN_USE less what the victims free, as a view (no copy per trial)."""
+
+    def __init__(self, in_use: Collection[DeviceID], freed: Collection[DeviceID]) -> None:
+        self.in_use, self.freed = in_use, freed
+
+    def __contains__(self, device: object) -> bool:
+        return device not in self.freed and device in self.in_use
+
+    def __iter__(self) -> Iterator[DeviceID]:
+        return (d for d in self.in_use if d not in self.freed)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _minus(base: Shares, freed: Shares) -> Shares:
+    if not freed.held:
+        return base
+    out = Shares({d: dict(c) for d, c in base.held.items()})
+    for d, consumed in freed.held.items():
+        left = out.held.get(d, {})
+        for name, amount in consumed.items():
+            left[name] = left.get(name, 0) - amount
+        if all(v <= 0 for v in left.values()):
+            out.held.pop(d, None)
+    return out
+
+
 def _fits(victims: Collection[str], node: NodeInfo, pending: Sequence[ResourceClaim], view: NodeIndex,
           classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID],
           lower: Mapping[str, Running], consumers: Mapping[NamespacedName, frozenset[str]],
-          claims_all: Sequence[ResourceClaim], budget_s: float) -> tuple[AllocationResult, ...] | None:
+          claims_all: Sequence[ResourceClaim], base_shares: Shares, budget_s: float) -> tuple[AllocationResult, ...] | None:
     freed, freed_claims = _freed(victims, lower, consumers)
-    left = [d for d in in_use if d not in freed]
-    shares: Shares = shares_from_claims(c for c in claims_all if c.meta.key not in freed_claims)
-    placed = place(pending, view, classes, set(left), budget_s, only=node, shares=shares,
-                   with_explain=False)
+    shares: Shares = shares_from_claims(c for c in claims_all if c.meta.key in freed_claims)
+    placed = place(pending, view, classes, _Without(in_use, freed), budget_s, only=node,
+                   shares=_minus(base_shares, shares), with_explain=False)
     return placed.outcome.allocations if placed.allocated else None
 
 
