@@ -69,10 +69,44 @@ def _flatten(doc: Any, source: str, index: int) -> Iterator[dict[str, Any]]:
 
 def parse_text(text: str, source: str) -> list[dict[str, Any]]:
     """All objects in one YAML/JSON text (multi-document, `kind: List` and lists flattened)."""
-    objects: list[dict[str, Any]] = []
+    return [obj for obj, _ in _located(text, source)]
+
+
+def _located(text: str, source: str) -> Iterator[tuple[dict[str, Any], str]]:
     for index, doc in enumerate(_documents(text, source)):
-        objects.extend(_flatten(doc, source, index))
-    return objects
+        for obj in _flatten(doc, source, index):
+            yield obj, f"{source} (document {index + 1})"
+
+
+def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str] | None:
+    """(API group, kind, namespace, name); None for an object without a usable name."""
+    md = obj.get("metadata")
+    kind, version = obj.get("kind"), obj.get("apiVersion")
+    if not isinstance(md, dict) or not isinstance(kind, str) or not isinstance(md.get("name"), str):
+        return None
+    group = version.rpartition("/")[0] if isinstance(version, str) else ""
+    return group, kind, str(md.get("namespace") or ""), md["name"]
+
+
+class _Seen:
+    """Where each object of the input came from: the same object twice is an error naming
+    both places (the second would silently replace the first)."""
+
+    def __init__(self) -> None:
+        self.places: dict[tuple[str, str, str, str], str] = {}
+
+    def add(self, obj: dict[str, Any], where: str) -> None:
+        key = _identity(obj)
+        if key is None:
+            return
+        first = self.places.get(key)
+        if first is None:
+            self.places[key] = where
+        else:
+            group, kind, ns, name = key
+            what = f"{kind}{'.' + group if group else ''} {ns + '/' if ns else ''}{name}"
+            raise InputError(f"{what} is in the input twice: {first} and {where}; one would "
+                             "replace the other")
 
 
 def load_objects(paths: Iterable[str]) -> list[dict[str, Any]]:
@@ -82,9 +116,16 @@ def load_objects(paths: Iterable[str]) -> list[dict[str, Any]]:
     does, so a whole examples folder can be given at once.
     """
     objects: list[dict[str, Any]] = []
+    seen = _Seen()
+
+    def take(text: str, source: str) -> None:
+        for obj, where in _located(text, source):
+            seen.add(obj, where)
+            objects.append(obj)
+
     for raw in paths:
         if raw == "-":
-            objects.extend(parse_text(sys.stdin.read(), "<stdin>"))
+            take(sys.stdin.read(), "<stdin>")
             continue
         path = Path(raw)
         if path.is_dir():
@@ -100,7 +141,7 @@ def load_objects(paths: Iterable[str]) -> list[dict[str, Any]]:
                 raise InputError(f"{file}: no such file") from exc
             except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(f"{file}: cannot read: {exc}") from exc
-            objects.extend(parse_text(text, str(file)))
+            take(text, str(file))
     return objects
 
 

@@ -240,3 +240,19 @@ def test_unreadable_input_names_the_file(tmp_path: Path, capsys: pytest.CaptureF
     code, _, err = invoke(["devices", "--from", str(broken)], capsys)
     assert code == 1 and str(broken) in err
     assert_one_line_error(err)
+
+
+@pytest.mark.parametrize("command", ["devices", "allocate", "evictions"])
+def test_the_same_object_twice_in_the_input_is_an_error_naming_both_places(
+        command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file given twice, or two files with one slice: the second copy would silently
+    replace the first (a user's devices lost without a word)."""
+    extra = tmp_path / "again.yaml"
+    text = Path(CLUSTER).read_text()
+    first_slice = text.index("kind: ResourceSlice")
+    extra.write_text("apiVersion: resource.k8s.io/v1\n" + text[first_slice:].split("\n---")[0])
+    code, _, err = invoke([command, "--from", CLUSTER, "--from", str(extra)], capsys)
+    assert code == 1
+    assert_one_line_error(err)
+    assert "ResourceSlice.resource.k8s.io node-a-gpu.example.com-x7k2p is in the input twice: " \
+           f"{CLUSTER} (document 5) and {extra} (document 1)" in err
