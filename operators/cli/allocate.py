@@ -47,23 +47,50 @@ from operators.allocator import (
 from operators.allocator.nodes import NodeIndex, Placement, PodFit, candidate_nodes, place
 from operators.cli.allocate_gang import gang_document, gang_table
 from operators.cli.allocate_preempt import preempt_document, preempt_table
-from operators.cli.allocation_records import allocated_record, failed_record, nodes_from
+from operators.cli.allocation_records import (
+    allocated_record,
+    failed_record,
+    nodes_from,
+    unreadable_record,
+)
 from operators.cli.inputs import UsageError
 from operators.cli.output import emit, render_table, warn
-from operators.cli.state import add_source_options, load_state
+from operators.cli.state import DEFAULT_NAMESPACE, add_source_options, load_state
 from operators.cli.upstream_taints import add_upstream
-from operators.model import AllocationResult, DeviceClass, DeviceID, NamespacedName, ResourceClaim
+from operators.model import (
+    AllocationResult,
+    DeviceClass,
+    DeviceID,
+    NamespacedName,
+    ObjectRef,
+    ResourceClaim,
+)
 from operators.tracker import Tracker
 
 
 def claim_key(text: str) -> NamespacedName:
+    """NAMESPACE/NAME, or NAME alone for a claim in "default" (where a --from file's
+    claims without a namespace are, as `kubectl apply -f` would put them)."""
+    ns, sep, name = text.partition("/")
+    if not sep:
+        ns, name = DEFAULT_NAMESPACE, text
+    if not name or "/" in name or (sep and not ns):
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME (or NAME), not {text!r}")
+    return NamespacedName(ns, name)
+
+
+claim_key.__name__ = "claim"
+
+
+def namespaced_key(text: str) -> NamespacedName:
+    """NAMESPACE/NAME of a namespaced object (a gang, a pod)."""
     ns, sep, name = text.partition("/")
     if not sep or not ns or not name or "/" in name:
         raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, not {text!r}")
     return NamespacedName(ns, name)
 
 
-claim_key.__name__ = "claim"
+namespaced_key.__name__ = "name"
 
 
 def register(subparsers: Any) -> None:
@@ -72,13 +99,13 @@ def register(subparsers: Any) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_options(parser, formats=("table", "json"))
     parser.add_argument("--claim", dest="claims", action="append", default=[], type=claim_key,
-                        metavar="NS/NAME", help="allocate this claim (repeat once per claim; "
+                        metavar="NS/NAME|NAME", help="allocate this claim (repeat once per claim; "
                         "the named claims are allocated together, all or nothing)")
     parser.add_argument("--node", default=None, metavar="NAME", help="try only this node")
-    parser.add_argument("--gang", default=None, type=claim_key, metavar="NS/NAME",
+    parser.add_argument("--gang", default=None, type=namespaced_key, metavar="NS/NAME",
                         help="place this Gang (or PodGroup) instead: all its members' claims "
                         "jointly, all or nothing, in one topology domain")
-    parser.add_argument("--preempt", default=None, type=claim_key, metavar="NS/NAME",
+    parser.add_argument("--preempt", default=None, type=namespaced_key, metavar="NS/NAME",
                         help="which running pods draco would evict so that this gated pod's "
                         "claims fit, and the devices it would nominate (nothing is evicted)")
     parser.set_defaults(func=run)
@@ -115,8 +142,10 @@ def pods_using(tracker: Tracker, claims: Iterable[ResourceClaim],
     return fits
 
 
-def claims_in_order(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list[ResourceClaim]:
-    """The readable claims, in input order (unreadable ones are warned about)."""
+def claims_in_order(objects: Iterable[dict[str, Any]], tracker: Tracker,
+                    unreadable: dict[str, str] | None = None) -> list[ResourceClaim]:
+    """The readable claims, in input order; the others are warned about and, with
+    UNREADABLE, recorded there (label -> why)."""
     seen: dict[NamespacedName, ResourceClaim] = {}
     for obj in objects:
         if obj.get("kind") != "ResourceClaim":
@@ -125,7 +154,12 @@ def claims_in_order(objects: Iterable[dict[str, Any]], tracker: Tracker) -> list
         key = NamespacedName(str(md.get("namespace") or ""), str(md.get("name") or ""))
         claim = tracker.claim(key)
         if claim is None:
-            warn(f"ResourceClaim {key} cannot be read; skipped")
+            error = tracker.errors.get(ObjectRef("ResourceClaim", key.namespace, key.name))
+            why = (f"{error.path}: {error.message}" if error.path else error.message) if error else \
+                "cannot be read"
+            warn(f"ResourceClaim {key} cannot be read ({why}); skipped")
+            if unreadable is not None:
+                unreadable[f"{key.namespace}/{key.name}"] = why
         elif key not in seen:
             seen[key] = claim
     return list(seen.values())
@@ -191,7 +225,8 @@ def _record_placement(placed: Placement, pending: Sequence[ResourceClaim], out: 
 
 def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequence[NamespacedName],
              node: str | None, budget_s: float) -> dict[str, Any]:
-    ordered = claims_in_order(objects, tracker)
+    unreadable: dict[str, str] = {}
+    ordered = claims_in_order(objects, tracker, unreadable)
     by_key = {NamespacedName(c.namespace, c.name): c for c in ordered}
     missing = [str(k) for k in claims if k not in by_key]
     if missing:
@@ -224,6 +259,9 @@ def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequen
     if pending:
         placed = _place(pending, tracker, index, classes, in_use, shares, budget_s, only, settled)
         _record_placement(placed, pending, out, in_use, shares, settled)
+    if not claims:
+        for label, why in unreadable.items():
+            out.setdefault(label, unreadable_record(why))
     return {"claims": out}
 
 

@@ -1,6 +1,10 @@
 """The records `draco allocate` prints, shared by its claim and gang forms.
 
-`results` is the CLI's contract for one allocation's devices: `request`, `driver`,
+Each claim's record carries `status`: `allocated`, `unsatisfiable` (no fit; `reason`
+says why), `error` (what upstream reports as an error: a CEL runtime error, a missing
+DeviceClass, `All` over an incomplete pool, ...), `too-complex` (the time budget ran
+out) or `unreadable` (the claim itself cannot be read). `results` is the CLI's
+contract for one allocation's devices: `request`, `driver`,
 `pool`, `device`, plus `adminAccess`, `shareID`, `consumedCapacity` and the binding
 conditions when set.
 """
@@ -58,7 +62,7 @@ def results(allocation: AllocationResult) -> list[dict[str, Any]]:
 
 
 def allocated_record(allocation: AllocationResult, node: str | None) -> dict[str, Any]:
-    return {"allocated": True, "node": node,
+    return {"status": "allocated", "allocated": True, "node": node,
             "nodeSelector": allocation.node_selector.to_api() if allocation.node_selector else None,
             "results": results(allocation), "config": config_to_api(allocation),
             "reason": None, "explain": None}
@@ -66,9 +70,15 @@ def allocated_record(allocation: AllocationResult, node: str | None) -> dict[str
 
 def failed_record(outcome: AllocationOutcome, label: str) -> dict[str, Any]:
     explained = next((e for e in outcome.explain if e.claim == label), None)
-    return {"allocated": False, "node": None, "nodeSelector": None, "results": [], "config": [],
+    return {"status": outcome.status, "allocated": False, "node": None, "nodeSelector": None, "results": [], "config": [],
             "reason": outcome.reason or outcome.status,
             "explain": explained.to_api() if explained is not None else None}
 
 
-__all__ = ["allocated_record", "failed_record", "nodes_from", "results"]
+def unreadable_record(why: str) -> dict[str, Any]:
+    """A claim of the input that cannot be read: no allocation attempted."""
+    return {"status": "unreadable", "allocated": False, "node": None, "nodeSelector": None,
+            "results": [], "config": [], "reason": why, "explain": None}
+
+
+__all__ = ["allocated_record", "failed_record", "nodes_from", "results", "unreadable_record"]

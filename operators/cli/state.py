@@ -103,10 +103,27 @@ def load_state(
     return build_tracker(objects, clock=clock), objects
 
 
+# Kinds that live in a namespace: in a --from file without one, they are in "default",
+# where `kubectl apply -f` would create them.
+NAMESPACED_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate", "Pod", "Gang", "PodGroup",
+                              "PodDisruptionBudget", "Event", "ConfigMap", "Secret", "Deployment",
+                              "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Service",
+                              "ServiceAccount", "Lease"})
+DEFAULT_NAMESPACE = "default"
+
+
+def default_namespaces(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for obj in objects:
+        md = obj.get("metadata")
+        if obj.get("kind") in NAMESPACED_KINDS and isinstance(md, dict) and not md.get("namespace"):
+            md["namespace"] = DEFAULT_NAMESPACE
+    return objects
+
+
 def source_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The objects of the `--from` files, or of the live cluster (warnings on stderr)."""
     if args.sources:
-        return load_objects(args.sources)
+        return default_namespaces(load_objects(args.sources))
     objects, warnings = load_cluster_objects(CLUSTER_SOURCES)
     for w in warnings:
         warn(w)

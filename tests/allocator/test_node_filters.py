@@ -208,7 +208,8 @@ def test_draco_allocate_says_which_node_refused_the_pod(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     world = _world(tmp_path, _pod("p", "c"))
     rec = run_json(capsys, "--from", world, "--claim", "default/c", "--node", "node-1")["claims"]["default/c"]
-    assert rec == {"allocated": False, "node": None, "nodeSelector": None, "results": [], "config": [],
+    assert rec == {"status": "unsatisfiable", "allocated": False, "node": None, "nodeSelector": None,
+                   "results": [], "config": [],
                    "reason": "cannot allocate: no node fits (1 node: 1 has a taint the pod does not "
                              "tolerate (node.example.com/maint=x:NoSchedule on node-1))",
                    "explain": None}

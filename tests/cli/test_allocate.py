@@ -15,7 +15,7 @@ from operators.cli.state import build_tracker
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "cluster.yaml"
-RECORD_KEYS = {"allocated", "node", "nodeSelector", "results", "config", "reason", "explain"}
+RECORD_KEYS = {"status", "allocated", "node", "nodeSelector", "results", "config", "reason", "explain"}
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
@@ -267,3 +267,41 @@ def test_rules_of_both_groups_keep_devices_away(
     doc = run_json(capsys, "--from", f, "--claim", "default/a")
     assert doc["claims"]["default/a"]["node"] == "node-2"
     assert devices_of(doc["claims"]["default/a"]) == ["gpu=node-2/gpu-0"]
+
+
+def test_each_claim_has_a_machine_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """For programs: `allocated`, `unsatisfiable`, `error` (upstream's errors: a missing
+    DeviceClass here) and `unreadable` (a claim that cannot be read at all), without
+    parsing the reason; a claim with no namespace is in "default" (as `kubectl apply -f`
+    puts it) and `--claim NAME` names it."""
+    def claim(name: str, cls: str, ns: str | None = None, mode: str | None = None) -> dict[str, Any]:
+        exactly: dict[str, Any] = {"deviceClassName": cls}
+        if mode:
+            exactly["allocationMode"] = mode
+        md: dict[str, Any] = {"name": name}
+        if ns:
+            md["namespace"] = ns
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": md,
+                "spec": {"devices": {"requests": [{"name": "r", "exactly": exactly}]}}}
+    world = [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+         "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+         "spec": {"driver": "gpu.example.com", "nodeName": "n",
+                  "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+                  "devices": [{"name": "d0"}]}},
+        claim("first", "gpu", "ns"), claim("second", "gpu", "ns"), claim("nocls", "missing", "ns"),
+        claim("bad", "gpu", "ns", mode="Sometimes"), claim("plain", "gpu"),
+    ]
+    path = tmp_path / "world.yaml"
+    path.write_text(yaml.safe_dump_all(world))
+    assert main(["allocate", "--from", str(path), "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["claims"]
+    assert {k: v["status"] for k, v in doc.items()} == {
+        "ns/first": "allocated", "ns/second": "unsatisfiable", "ns/nocls": "error",
+        "default/plain": "unsatisfiable", "ns/bad": "unreadable"}
+    assert "allocationMode" in doc["ns/bad"]["reason"]
+    assert main(["allocate", "--from", str(path), "--claim", "plain", "-o", "json"]) == 0
+    alone = json.loads(capsys.readouterr().out)["claims"]
+    assert alone["default/plain"]["status"] == "allocated"
+    assert alone["default/plain"]["results"][0]["device"] == "d0"
