@@ -14,6 +14,9 @@ Following upstream's default preemption where it applies:
   if the claims then fit there, victims are reprieved one by one, those whose eviction
   would violate a PodDisruptionBudget first, then by priority, highest first (then the
   earliest started): a pod is reprieved when the claims still fit with it kept;
+- candidate nodes are tried in name order until 100 (or 10 % of the nodes, if more)
+  can take the pod with victims, as upstream's dry run stops; a node where some plain
+  request cannot find enough devices that are free or freeable, by counting, is skipped;
 - the node is chosen by: fewest PDB violations, then the lowest highest-victim
   priority, then the lowest sum of victim priorities, then the fewest victims, then the
   latest start among the highest-priority victims; ties to the node tried first.
@@ -29,8 +32,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from operators.allocator.capacity import Shares, shares_from_claims
-from operators.allocator.inventory import NodeInfo
+from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, place
+from operators.allocator.requests import Wanted, wanted_for_claim
 from operators.model import (
     AllocationResult,
     DeviceClass,
@@ -42,6 +46,10 @@ from operators.model import (
 from operators.model.disruption import DisruptionBudget
 
 Verdict = Literal["preempt", "fits", "impossible"]
+# kube-scheduler's DefaultPreemption: the dry run stops once it has this many candidate
+# nodes (minCandidateNodesAbsolute) or this share of the nodes (minCandidateNodesPercentage)
+MIN_CANDIDATES = 100
+MIN_CANDIDATE_PERCENT = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +146,8 @@ def select_victims(
     if not lower:
         return Preemption("impossible", reason=f"no running pod has a lower priority than "
                                                f"{preemptor.priority}")
+    sharing = {c.meta.key: c for c in claims_all if c.allocation is not None
+               and any(r.share_id for r in c.allocation.results)}
     consumers: dict[NamespacedName, frozenset[str]] = {}
     for c in claims_all:
         if c.allocation is not None:
@@ -148,25 +158,35 @@ def select_victims(
         for d in _freed([label], lower, consumers)[0]:
             holders.setdefault(d, []).append(label)
     best: tuple[tuple[float, ...], Preemption] | None = None
+    wanted = [alts[0] for ci, c in enumerate(pending) for alts in wanted_for_claim(ci, c, classes)
+              if len(alts) == 1 and not alts[0].all_mode and not alts[0].admin_access]
+    enough_found = max(MIN_CANDIDATES, len(allowed) * MIN_CANDIDATE_PERCENT // 100)
+    candidates = 0
     for node in allowed:
-        potential = list(dict.fromkeys(
-            h for d in index.view(node)[1] for h in holders.get(d.id, ())))
-        if not potential:
+        if candidates >= enough_found:
+            break  # upstream's dry run stops after enough candidate nodes too
+        reachable = index.view(node)[1]
+        potential = list(dict.fromkeys(h for d in reachable for h in holders.get(d.id, ())))
+        if not potential or not _could_fit(wanted, reachable, index, in_use, holders):
             continue
         victims = _expand(potential, groups, lower)
         if victims is None:
             continue
-        fits = _fits(victims, node, pending, view, classes, in_use, lower, consumers, claims_all,
+        fits = _fits(victims, node, pending, view, classes, in_use, lower, consumers, sharing,
                      base_shares, budget_s)
         if fits is None:
             continue
+        candidates += 1
         order = sorted(victims, key=lambda v: _importance(lower[v]))
         violating = _violations(order, lower, budgets)
         for label in [v for v in order if v in violating] + [v for v in order if v not in violating]:
             if label not in victims:
                 continue
             kept = [v for v in victims if v not in groups.get(label, (label,))]
-            trial = _fits(kept, node, pending, view, classes, in_use, lower, consumers, claims_all,
+            if not _could_fit(wanted, reachable, index, _Without(in_use, _freed(kept, lower, consumers)[0]),
+                              {}):
+                continue  # by counting alone the claims cannot fit with it kept
+            trial = _fits(kept, node, pending, view, classes, in_use, lower, consumers, sharing,
                           base_shares, budget_s)
             if trial is not None:
                 victims, fits = kept, trial
@@ -184,6 +204,19 @@ def select_victims(
         return Preemption("impossible", reason="evicting every lower-priority pod would still not "
                                                "make the claims fit on any node the pod may use")
     return best[1]
+
+
+def _could_fit(wanted: Sequence[Wanted], reachable: Sequence[Candidate], index: NodeIndex,
+               in_use: Collection[DeviceID], holders: Mapping[DeviceID, list[str]]) -> bool:
+    """By counting: each plain request finds enough matching devices that are free or
+    that lower-priority pods would free (the search decides; this skips nodes where it
+    surely fails, with no CEL per node: the match sets are the index's)."""
+    for w in wanted:
+        ids, _ = index.matcher.matching(w)
+        have = sum(1 for d in reachable if d.id in ids and (d.id not in in_use or d.id in holders))
+        if have < w.count:
+            return False
+    return True
 
 
 def _expand(labels: Iterable[str], groups: Mapping[str, tuple[str, ...]],
@@ -231,9 +264,12 @@ def _minus(base: Shares, freed: Shares) -> Shares:
 def _fits(victims: Collection[str], node: NodeInfo, pending: Sequence[ResourceClaim], view: NodeIndex,
           classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID],
           lower: Mapping[str, Running], consumers: Mapping[NamespacedName, frozenset[str]],
-          claims_all: Sequence[ResourceClaim], base_shares: Shares, budget_s: float) -> tuple[AllocationResult, ...] | None:
+          sharing: Mapping[NamespacedName, ResourceClaim], base_shares: Shares,
+          budget_s: float) -> tuple[AllocationResult, ...] | None:
+    """The preemptor's allocations on NODE with VICTIMS gone, or None if it does not fit.
+    SHARING: the claims that hold shares of multi-allocatable devices."""
     freed, freed_claims = _freed(victims, lower, consumers)
-    shares: Shares = shares_from_claims(c for c in claims_all if c.meta.key in freed_claims)
+    shares: Shares = shares_from_claims(sharing[k] for k in freed_claims if k in sharing)
     placed = place(pending, view, classes, _Without(in_use, freed), budget_s, only=node,
                    shares=_minus(base_shares, shares), with_explain=False)
     return placed.outcome.allocations if placed.allocated else None
