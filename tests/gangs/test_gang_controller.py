@@ -235,3 +235,26 @@ def test_a_waiting_gang_keeps_younger_single_pods_off_its_domain_until_its_limit
     run(c.settle())
     assert c.allocated("p-0-claim", "p-1-claim", "late-claim") == [False, False, True]
     assert c.gang_status()["conditions"][0]["reason"] == "WaitLimitExceeded"
+
+
+@pytest.mark.parametrize(("older", "priority", "winner"), [
+    ("first", 0, "first"),  # equal priority: the older gang
+    ("first", 10, "second"),  # the second gang's members have the higher priority
+])
+def test_competing_gangs_are_served_by_priority_then_age(older: str, priority: int, winner: str) -> None:
+    """Two gangs of two want the same two GPUs, both arriving in one pass."""
+    objs = [*classes(), node("n-1"), *node_slice("n-1", gpus(2))]
+    for name, created in (("first", "2026-01-01T00:00:00Z"), ("second", "2026-01-02T00:00:00Z")):
+        g = gang(name, 2)
+        g["metadata"]["creationTimestamp"] = created
+        objs.append(g)
+        for i in range(2):
+            c, p = member(f"{name}-{i}", name, [{"name": "gpu", "class": "class-a"}])
+            if name == "second":
+                p["spec"]["priority"] = priority
+            objs += [c, p]
+    c = Cluster(objs)
+    run(c.settle())
+    loser = "second" if winner == "first" else "first"
+    assert c.allocated(f"{winner}-0-claim", f"{winner}-1-claim") == [True, True]
+    assert c.allocated(f"{loser}-0-claim", f"{loser}-1-claim") == [False, False]
