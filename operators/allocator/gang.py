@@ -169,6 +169,12 @@ class _Demand:
                 self.need[k] = self.need.get(k, 0) + w.count
                 self.example.setdefault(k, w)
 
+    def matching(self, index: NodeIndex) -> frozenset[DeviceID] | None:
+        """The devices some counted request matches (None: no request is counted)."""
+        if not self.need:
+            return None
+        return frozenset(i for k in self.need for i in index.matcher.matching(self.example[k])[0])
+
     def check(self, devices: Collection[Candidate], index: NodeIndex,
               in_use: Collection[DeviceID]) -> tuple[int, str | None]:
         """(the least spare count over kinds, the first shortfall's reason or None)."""
@@ -252,8 +258,10 @@ def _results(search: JointSearch, plans: Sequence[MemberPlan]) -> tuple[Placed, 
 
 
 def _fixed_domain(gang: Gang, placed: Sequence[Member], index: NodeIndex,
-                  all_domains: Sequence[Domain]) -> Domain | str:
-    """The domain of the members placed already, or why there is none."""
+                  all_domains: Sequence[Domain]) -> Domain | str | None:
+    """The domain of the members placed already, or why there is none; None when they
+    fix none (members without claims, a launcher say, tell nothing of the domain)."""
+    placed = [m for m in placed if m.allocated]
     by_id = {d.id: d for d in index.matcher.devices}
     labels: set[str] = set()
     attrs: list[Attribute] = []
@@ -274,6 +282,8 @@ def _fixed_domain(gang: Gang, placed: Sequence[Member], index: NodeIndex,
                         attrs.append(a)
     if len(labels) > 1 or len(attrs) > 1:
         return "the members placed already are in more than one topology domain"
+    if not labels and not attrs:
+        return None
     for d in all_domains:
         if (not labels or d.label_value in labels) and (not attrs or (
                 d.attribute is not None and same_attribute(d.attribute, attrs[0]))):
@@ -330,7 +340,7 @@ def place_gang(
         fixed = _fixed_domain(gang, placed, index, all_domains)
         if isinstance(fixed, str):
             return GangOutcome("unsatisfiable", reason=fixed)
-        candidates = [fixed]
+        candidates = all_domains if fixed is None else [fixed]
     else:
         candidates = all_domains
     if not candidates:
@@ -342,6 +352,14 @@ def place_gang(
                       for alts in wanted_for_claim(ci, c, classes)] for m in core]
     except AllocationError as e:
         return GangOutcome("error", reason=str(e))
+    broken: list[str] = []  # extras whose claims cannot even be read as requests: they wait
+    for m in extras:
+        try:
+            for ci, c in enumerate(m.pending):
+                wanted_for_claim(ci, c, classes)
+        except AllocationError:
+            broken.append(m.label)
+    extras = [m for m in extras if m.label not in broken]
     demand = _Demand(plans_all)
     nodes: dict[str, list[NodeInfo]] = {}
     by_shape: dict[object, list[NodeInfo]] = {}
@@ -366,6 +384,7 @@ def place_gang(
     ranked.sort(key=lambda t: (t[0], t[1]))
     best: tuple[int, tuple[tuple[str, str], ...], str, Domain] | None = None
     steps = searched = 0
+    timed_out = False
     for i, (_, _, d) in enumerate(ranked):
         left = deadline - time.monotonic()
         if left <= 0:
@@ -373,29 +392,41 @@ def place_gang(
         plans = _plans([*core, *extras], nodes, d)
         admit = d.admits(gang.device_attribute)
         share = left / min(len(ranked) - i, 4)
-        search = JointSearch(plans, index, classes, in_use, time.monotonic() + share, shares,
-                             admit=admit, required=len(core))
         searched += 1
         try:
+            search = JointSearch(plans, index, classes, in_use, time.monotonic() + share, shares,
+                                 admit=admit, required=len(core))
             found = search.run()
         except TooComplex:
-            found = False
+            timed_out = True
+            continue  # the next domain gets its share of what is left
         except AllocationError as e:
-            return GangOutcome("error", domain=d.text or None, reason=str(e), steps=search.steps)
+            return GangOutcome("error", domain=d.text or None, reason=str(e), steps=steps)
         steps += search.steps
         if found:
             got = _results(search, plans)
             done = {p.label for p in got}
             return GangOutcome("allocated", d.text or None, got,
-                               waiting=tuple(m.label for m in extras if m.label not in done),
+                               waiting=tuple(m.label for m in extras if m.label not in done)
+                               + tuple(broken),
                                domains=len(candidates), searched=searched, steps=steps)
-        stuck = plans[min(search.best, len(core) - 1)].label
+        stuck = plans[min(search.best, max(len(core) - 1, 0))].label
         partial = tuple(zip((p.label for p in plans), search.best_nodes, strict=False))
         if best is None or search.best > best[0]:
             best = (search.best, partial, stuck, d)
+    if timed_out and best is None:
+        return GangOutcome("too-complex", reason=f"the gang's search found no placement within "
+                           f"its {budget_s:g}s budget ({searched} of {len(ranked)} domains searched)",
+                           domains=len(candidates), searched=searched, steps=steps)
     near = best[3] if best is not None else (max(short, key=lambda t: (t[0], t[2].text))[2]
                                              if short else None)
-    closest = frozenset(d.id for d in _domain_devices(near, gang, index, usable)) if near else frozenset()
+    closest: frozenset[DeviceID] = frozenset()
+    if near is not None:
+        reach = _domain_devices(near, gang, index, usable)
+        _, never = demand.check(reach, index, ())  # short even with nothing in use: no use waiting
+        if never is None:
+            wanted = demand.matching(index)
+            closest = frozenset(d.id for d in reach if wanted is None or d.id in wanted)
     return GangOutcome("unsatisfiable", reason=_reason(
         gang, core, candidates, short, ranked, searched, best, index, classes, in_use, shares,
         deadline), partial=best[1] if best else (), domains=len(candidates), searched=searched,
@@ -435,8 +466,9 @@ def _reason(gang: Gang, core: Sequence[Member], candidates: Sequence[Domain],
     if best is not None:
         depth, _, stuck, d = best
         label = f" in domain {d.text}" if d.text else ""
-        alone = _member_alone(next(m for m in core if m.label == stuck), index, classes,
-                              in_use, shares, max(deadline - time.monotonic(), 0.5))
+        member = next((m for m in core if m.label == stuck), None)
+        alone = None if member is None or time.monotonic() > deadline else _member_alone(
+            member, index, classes, in_use, shares, max(deadline - time.monotonic(), 0.1))
         parts.append(f"at best {depth} of {len(core)} placed{label}; member {stuck} fits on "
                      "no node left there" + (f" (even alone: {alone})" if alone else ""))
     return "; ".join(parts)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection, Coroutine, Iterator
+from collections.abc import Callable, Collection, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -118,6 +118,9 @@ class GangWork:
     def _current_shares(self) -> Shares:
         raise NotImplementedError
 
+    def _still_free(self, claim: NamespacedName, devices: Iterable[DeviceID]) -> bool:
+        raise NotImplementedError
+
     def _background(self, coro: Coroutine[Any, Any, None]) -> None:
         raise NotImplementedError
 
@@ -136,6 +139,7 @@ class GangWork:
         self.gang_status: dict[GangKey, dict[str, Any]] = {}  # last status written
         self.gang_reports: dict[GangKey, str] = {}  # last message reported on the members
         self.gang_since: dict[GangKey, float] = {}  # when it first could not be placed
+        self.gang_retry_at: dict[GangKey, float] = {}  # monotonic: after a failed write
         self.gang_limit_passed: set[GangKey] = set()
         self.gangs_allocated = 0
 
@@ -184,7 +188,10 @@ class GangWork:
             self.wake.set()
 
     def next_reservation_expiry(self) -> float | None:
-        return min((r.until for r in self.reservations.values()), default=None)
+        """The next time a gang must be decided again on its own (a reservation's end, a
+        failed write's retry)."""
+        times = [r.until for r in self.reservations.values()] + list(self.gang_retry_at.values())
+        return min(times, default=None)
 
     # -- deciding
 
@@ -199,6 +206,7 @@ class GangWork:
     def _gang_step(self) -> None:
         now = self.monotonic()
         self.gang_queue |= {g for g, r in self.reservations.items() if r.until <= now}
+        self.gang_queue |= {g for g, when in self.gang_retry_at.items() if when <= now}
         queue, self.gang_queue = self.gang_queue, set()
         for gkey in sorted(queue, key=self._gang_order):
             with guarded("allocator", "gang", kind=gkey[0], namespace=gkey[1], name=gkey[2]):
@@ -208,9 +216,15 @@ class GangWork:
         gangs = gang_overlay(self.tracker)
         if gangs is None or gangs.is_basic(*gkey) or gkey in self.committing:
             return
+        if self.gang_retry_at.get(gkey, 0.0) > self.monotonic():
+            return  # a write failed: decided again after retry_after (gang_step)
+        self.gang_retry_at.pop(gkey, None)
         view = gang_view(self.tracker, gangs, self.gang_members, gkey, self.settings.gate)
         if view.gang is None:
             self._unreserve(gkey)
+            if not view.members and not view.not_ready:
+                self._forget_gang(gkey)  # gone, and no pod left of it: nothing to remember
+                return
             self._gang_report(view, "GangNotFound", f"{gkey[0]} {view.label} does not exist or "
                               "cannot be read; its members wait")
             self.gang_waiting.add(gkey)
@@ -218,6 +232,8 @@ class GangWork:
         if not view.pending:
             self.gang_waiting.discard(gkey)
             self._unreserve(gkey)
+            if view.gated_placed and not view.complete:  # a member went: the rest let go
+                self._start_roll_back(view)
             self._gang_write_status(view, None)
             return
         if any(c.meta.key in self.holds for m in view.pending for c in m.pending):
@@ -250,7 +266,7 @@ class GangWork:
         GANGS.labels(outcome="Unschedulable").inc()
         if view.gated_placed and not view.complete:
             # an incomplete gang never holds devices: what a killed writer left is released
-            self._background(self._roll_back(view))
+            self._start_roll_back(view)
         self._reserve(view, outcome)
         reason = "WaitLimitExceeded" if view.key in self.gang_limit_passed else "GangUnschedulable"
         self._gang_report(view, reason, f"{view.gang.kind} {view.label}: {outcome.reason}; the "
@@ -271,6 +287,7 @@ class GangWork:
             return
         devices = outcome.closest
         if not devices:
+            self._unreserve(view.key)
             return
         pods = [self.tracker.pod(k) for k in self.gang_members.pods.get(view.key, ())]
         priority = max((p.priority for p in pods if p is not None), default=0)
@@ -283,21 +300,33 @@ class GangWork:
     async def _write_gang(self, view: GangView, outcome: GangOutcome) -> None:
         members = {m.label: m for m in view.members}
         ok = True
+        retry_later = False
         with guarded("allocator", "gang-write", kind=view.key[0], namespace=view.key[1],
                      name=view.key[2]) as g:
             async with self.sem:
                 for placed in outcome.placed:
                     member = members[placed.label]
-                    ref = pod_reference(member.pod.meta.name, member.pod.meta.uid)
+                    pod = member.pod
+                    ref = pod_reference(pod.meta.name, pod.meta.uid)
+                    generated = {pod.claim_name(pc) for pc in pod.resource_claims
+                                 if not pc.resource_claim_name}
                     for claim, allocation in placed.allocations:
+                        body = allocation_to_api(allocation)
+                        if any(r.binding_conditions for r in allocation.results):
+                            body["allocationTimestamp"] = rfc3339(self.clock())  # KEP-5007's clock
+                        ckey, devices = claim.meta.key, [r.id for r in allocation.results]
                         result = await write_claim(
-                            self.client, claim.meta.key, claim.meta.uid, ref,
-                            allocation_to_api(allocation), resource_version=claim.meta.resource_version)
+                            self.client, ckey, claim.meta.uid, ref, body,
+                            owner=pod.meta.uid if claim.name in generated else None,
+                            still_free=lambda ckey=ckey, devices=devices: self._still_free(ckey, devices),  # type: ignore[misc]
+                            resource_version=claim.meta.resource_version)
                         if not result.ok:
                             log.warning("gang claim write refused; the gang is decided again",
                                         kind="ResourceClaim", namespace=claim.namespace,
-                                        name=claim.name, gang=view.label, why=result.message)
+                                        name=claim.name, gang=view.label, why=result.message,
+                                        outcome=result.outcome)
                             ok = False
+                            retry_later = result.outcome == "failed"  # not a stale copy: back off
                             break
                         self.holds.written(claim.meta.key, self.monotonic())
                     if not ok:
@@ -311,35 +340,57 @@ class GangWork:
                 for claim, _ in placed.allocations:
                     if self.holds.written_at(claim.meta.key) is None:
                         self.holds.release(claim.meta.key)
-            self.gang_queue.add(view.key)
-            self._retry_gang()
+            if g.failed or retry_later:
+                self.gang_retry_at[view.key] = self.monotonic() + self.settings.retry_after
+            else:
+                self.gang_queue.add(view.key)
+            self.wake.set()
             return
         self.gangs_allocated += 1
         for placed in outcome.placed:
             member = members[placed.label]
-            devices = ", ".join(f"{r.pool}/{r.device}" for _, a in placed.allocations for r in a.results)
+            named = ", ".join(f"{r.pool}/{r.device}" for _, a in placed.allocations for r in a.results)
             where = f" in {outcome.domain}" if outcome.domain else ""
             await self.reports.event(
                 member.pod.meta.key, member.pod.meta.uid, "Allocated",
-                f"gang {view.label}: allocated on node {placed.node}{where} ({devices})")
+                f"gang {view.label}: allocated on node {placed.node}{where} ({named})")
         self._gang_write_status(view, outcome)
         self.wake.set()
 
-    def _retry_gang(self) -> None:
-        self.wake.set()
+    def _start_roll_back(self, view: GangView) -> None:
+        """Release what the gang's placed, still gated members hold; the gang is not
+        decided meanwhile (a decision seeing half-released members could roll forward
+        onto claims about to go)."""
+        self.committing.add(view.key)
+        self._background(self._roll_back(view))
 
     async def _roll_back(self, view: GangView) -> None:
-        for key in view.gated_placed:
-            pod = self.tracker.pod(key)
-            if pod is None:
-                continue
-            for ckey in pod.claim_keys():
-                claim = self.tracker.claim(ckey)
-                if claim is None or claim.allocation is None:
-                    continue
-                status = await release_claim(self.client, ckey, pod.meta.uid)
-                log.info("released the claim of an incomplete gang", kind="ResourceClaim",
-                         namespace=ckey.namespace, name=ckey.name, gang=view.label, status=status)
+        try:
+            for key in view.gated_placed:
+                pod = self.tracker.pod(key)
+                if pod is None or not pod.has_gate(self.settings.gate) or pod.node_name:
+                    continue  # ungated or bound meanwhile: no longer ours to release
+                gangs = gang_overlay(self.tracker)
+                if gangs is not None and gang_view(self.tracker, gangs, self.gang_members, view.key,
+                                                   self.settings.gate).complete:
+                    return  # completed meanwhile
+                for ckey in pod.claim_keys():
+                    claim = self.tracker.claim(ckey)
+                    if claim is None or claim.allocation is None:
+                        continue
+                    status = await release_claim(self.client, ckey, pod.meta.uid)
+                    log.info("released the claim of an incomplete gang", kind="ResourceClaim",
+                             namespace=ckey.namespace, name=ckey.name, gang=view.label, status=status)
+        finally:
+            self.committing.discard(view.key)
+            self.gang_queue.add(view.key)
+            self.wake.set()
+
+    def _forget_gang(self, gkey: GangKey) -> None:
+        for table in (self.gang_status, self.gang_reports, self.gang_since, self.gang_retry_at):
+            table.pop(gkey, None)
+        self.gang_waiting.discard(gkey)
+        self.gang_limit_passed.discard(gkey)
 
     # -- reports
 

@@ -136,6 +136,7 @@ class JointSearch:
         if m > 0 and member.shape is not None and member.shape == self.members[m - 1].shape:
             start = self._positions[m - 1]  # symmetric: never before the previous one
         for pos in range(start, len(member.nodes)):
+            self.joint.tick(self.deadline)  # a node tried is a step of the gang's budget
             node = member.nodes[pos]
             if not self._reaches_shared(member, node) or not self.fits_alone(m, node):
                 continue

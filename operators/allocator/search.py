@@ -193,6 +193,12 @@ class Joint:
     allocating: dict[DeviceID, set[int]] = field(default_factory=dict)
     allocating_capacity: dict[DeviceID, dict[str, Number]] = field(default_factory=dict)
     sharing: dict[DeviceID, int] = field(default_factory=dict)
+    steps: int = 0  # over all the pods' searches: the time budget is the gang's
+
+    def tick(self, deadline: float) -> None:
+        self.steps += 1
+        if self.steps % BUDGET_CHECK_EVERY == 0 and time.monotonic() > deadline:
+            raise TooComplex
 
 
 class Search:
@@ -214,6 +220,7 @@ class Search:
         self.in_use = in_use
         self.shares = shares
         self.offset = claim_offset
+        self.joint = joint
         self.then: Callable[[], bool] | None = None
         self.admit = admit
         # KEP-5075: what this attempt gives of each shared device, and how many shares
@@ -288,7 +295,9 @@ class Search:
 
     def _tick(self) -> None:
         self.steps += 1
-        if self.steps % BUDGET_CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+        if self.joint is not None:
+            self.joint.tick(self.deadline)  # many small searches: one budget, counted jointly
+        elif self.steps % BUDGET_CHECK_EVERY == 0 and time.monotonic() > self.deadline:
             raise TooComplex
 
     def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:

@@ -255,3 +255,43 @@ def test_an_unreadable_gang_is_an_error_naming_the_field(spec: dict[str, Any], m
 def test_no_gang_in_the_input() -> None:
     with pytest.raises(UsageError, match="no Gang or PodGroup default/g in the input"):
         place(classes())
+
+
+def test_the_search_keeps_to_its_time_budget() -> None:
+    """Many interchangeable members on one node and a last member that can never fit
+    (two devices of one NUMA value, each device having its own): the search would try
+    every order of the first members' devices; the gang's budget stops it."""
+    import time as clock
+    devices = [{"name": f"gpu-{i}", "attributes": {"numa": {"int": i}}} for i in range(10)]
+    objs = [*classes(), node("n-1"), *node_slice("n-1", devices), gang("g", 9)]
+    objs += [x for i in range(8) for x in member(f"p-{i}", "g", gpu_request(1))]
+    objs += member("z", "g", gpu_request(2), constraints=[{"matchAttribute": "driver-a/numa"}])
+    started = clock.monotonic()
+    doc = place(objs, budget_s=0.5)
+    assert clock.monotonic() - started < 5
+    assert doc["status"] == "unsatisfiable" and doc["members"] == {}
+    assert "budget" in doc["reason"] or "fits on no node" in doc["reason"], doc["reason"]
+
+
+def test_a_member_without_claims_fixes_no_domain() -> None:
+    """A launcher pod of the gang, without claims, is placed but says nothing of the
+    domain: the workers still go where they fit."""
+    objs = [*classes(), gang("g", 3, device_attribute="driver-a/nvl")]
+    objs += [node("n-1"), *node_slice("n-1", gpus(1, "a", nvl="a") + gpus(4, "b", nvl="b"))]
+    _, launcher = member("launcher", "g", gpu_request(1))
+    launcher["spec"]["resourceClaims"] = []
+    launcher["spec"]["schedulingGates"] = []
+    objs.append(launcher)
+    objs += member("w-0", "g", gpu_request(2)) + member("w-1", "g", gpu_request(2))
+    doc = place(objs)
+    assert doc["status"] == "allocated", doc["reason"]
+    assert doc["domain"] == "driver-a/nvl=b"
+
+
+def test_an_extra_member_with_a_broken_claim_waits_and_the_core_is_placed() -> None:
+    objs = [*classes(), node("n-1"), *node_slice("n-1", gpus(2)), gang("g", 1),
+            *member("a", "g", gpu_request(1)),
+            *member("b", "g", [{"name": "gpu", "class": "no-such-class"}])]
+    doc = place(objs)
+    assert doc["status"] == "allocated" and list(doc["members"]) == ["default/a"]
+    assert doc["waiting"] == ["default/b"]
