@@ -141,7 +141,8 @@ def select_victims(
                           allocations=first.outcome.allocations)
     if preemptor.preemption_policy == "Never":
         return Preemption("impossible", reason="the pod's preemptionPolicy is Never")
-    lower = {r.label: r for r in running if r.pod.priority < preemptor.priority
+    running_all = list(running)
+    lower = {r.label: r for r in running_all if r.pod.priority < preemptor.priority
              and not r.pod.terminal and not r.pod.meta.deleting}
     if not lower:
         return Preemption("impossible", reason=f"no running pod has a lower priority than "
@@ -151,12 +152,19 @@ def select_victims(
     consumers: dict[NamespacedName, frozenset[str]] = {}
     for c in claims_all:
         if c.allocation is not None:
-            consumers[c.meta.key] = frozenset(f"{c.namespace}/{r.name}" for r in c.reserved_for if r.is_pod)
+            users = {f"{c.namespace}/{r.name}" for r in c.reserved_for if r.is_pod}
+            for ref in c.reserved_for:
+                if ref.is_pod_group:  # KEP-5729: the group keeps it whatever pod goes
+                    users.add(f"podgroup:{ref.name}")
+            consumers[c.meta.key] = frozenset(users)
     groups = units or {}
-    holders: dict[DeviceID, list[str]] = {}  # device -> the lower-priority pods it would free for
-    for label in lower:
-        for d in _freed([label], lower, consumers)[0]:
-            holders.setdefault(d, []).append(label)
+    holders: dict[DeviceID, list[str]] = {}  # device -> the lower-priority pods that hold it
+    for label, held in lower.items():
+        for c in held.claims:
+            if c.allocation is not None and consumers.get(c.meta.key, frozenset()) <= lower.keys():
+                for res in c.allocation.results:
+                    if not res.admin_access and not res.share_id:
+                        holders.setdefault(res.id, []).append(label)
     best: tuple[tuple[float, ...], Preemption] | None = None
     wanted = [alts[0] for ci, c in enumerate(pending) for alts in wanted_for_claim(ci, c, classes)
               if len(alts) == 1 and not alts[0].all_mode and not alts[0].admin_access]
@@ -170,7 +178,7 @@ def select_victims(
         if not potential or not _could_fit(wanted, reachable, index, in_use, holders):
             continue
         victims = _expand(potential, groups, lower)
-        if victims is None:
+        if not victims:
             continue
         fits = _fits(victims, node, pending, view, classes, in_use, lower, consumers, sharing,
                      base_shares, budget_s)
@@ -220,15 +228,14 @@ def _could_fit(wanted: Sequence[Wanted], reachable: Sequence[Candidate], index: 
 
 
 def _expand(labels: Iterable[str], groups: Mapping[str, tuple[str, ...]],
-            lower: Mapping[str, Running]) -> list[str] | None:
-    """The victims with their gangs; None when a gang would take a pod of no lower
-    priority with it (that gang cannot go)."""
+            lower: Mapping[str, Running]) -> list[str]:
+    """The victims with their gangs; a gang that would take a pod of no lower priority
+    with it cannot go, and its pods are left out (the others may still go)."""
     out: dict[str, None] = {}
     for label in labels:
-        for member in groups.get(label, (label,)):
-            if member not in lower:
-                return None
-            out[member] = None
+        members = groups.get(label, (label,))
+        if all(m in lower for m in members):
+            out.update(dict.fromkeys(members))
     return list(out)
 
 

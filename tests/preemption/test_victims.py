@@ -170,3 +170,15 @@ def test_a_gang_member_takes_its_gang_unless_the_gang_keeps_min_count(min_count:
 def test_no_such_preemptor() -> None:
     with pytest.raises(UsageError, match="no Pod default/vip"):
         decide([*classes()])
+
+
+def test_a_claim_shared_by_two_lower_pods_is_freed_when_both_go() -> None:
+    objs = [*classes(), node("a"), *node_slice("a", gpus(1)),
+            *running("low-a", "a", "gpu-0", priority=1), *preemptor()]
+    claim = next(o for o in objs if o["kind"] == "ResourceClaim" and o["metadata"]["name"] == "low-a-claim")
+    claim["status"]["reservedFor"].append({"resource": "pods", "name": "low-b", "uid": "uid-low-b"})
+    _, other = running("low-b", "a", "gpu-0", priority=2)
+    other["spec"]["resourceClaims"][0]["resourceClaimName"] = "low-a-claim"
+    objs.append(other)
+    doc = decide(objs)
+    assert doc["victims"] == ["default/low-a", "default/low-b"]
