@@ -121,11 +121,12 @@ class NarrowingController(KeyedPassLoop):
         self._rescan = True  # changes may have been missed: look at every pod next pass
 
     def _on_change(self, change: Change) -> None:
-        self.pending |= change.pods
+        woken = set(change.pods)
         for claim in change.claims:
-            self.pending.update(self.tracker.pods_of_claim(claim))
+            woken.update(self.tracker.pods_of_claim(claim))
+        self.pending |= woken
         # a gang completes with its last member's claim: every member is looked at again
-        touched = self.gang_members.update(self.tracker, set(self.pending))
+        touched = self.gang_members.update(self.tracker, woken)
         touched |= {(r.kind, r.namespace, r.name) for r in change.objects if r.kind in GANG_KINDS}
         for gang in touched:
             self.pending |= self.gang_members.pods.get(gang, set())
