@@ -6,7 +6,7 @@ tests that need no cluster run; the suite runs its real-cluster tests in the sam
 order (`tests/ordering.py` reads STAGES), and a cluster fixture that needs a component
 still being built waits on the cache's lock and then finds it stamped. Only what the
 suite starts is built: kubectl only for 1.34 (1.36 and 1.37 take PyPI's wheel), the
-real node's parts only for 1.37.
+real node's parts only for 1.37; upstream's allocator suite for each supported release.
 
 Standard library only: it runs before any virtual environment exists (`.ci/run`).
 """
@@ -41,12 +41,16 @@ from cluster_node_build import (
     build_node_kubernetes,
     build_runc,
 )
+from upstream_allocator import COMPONENT, adapter_version
+from upstream_allocator import VERSIONS as UPSTREAM_SUITE
+from upstream_allocator import build as build_upstream_suite
 
 # The suite's stages after the tests that need no cluster: each needs the builds of the
 # stages before it too. helm comes first because the chart tests of stage 0 use it; the
 # real node right after 1.37 (it runs beside it, and its tests are the longest group),
-# so the last group to wait for a build is 1.36's, the shortest.
-STAGES = ("helm", "1.34", "1.37", "node", "1.36")
+# so the last cluster group to wait for a build is 1.36's, the shortest. Upstream's
+# allocator suite (no cluster; one test binary per supported release) comes last.
+STAGES = ("helm", "1.34", "1.37", "node", "1.36", "upstream")
 NODE_K8S = "1.37"  # the real node runs beside this control plane
 
 
@@ -76,6 +80,9 @@ def plan(real_node: bool = True, helm: bool = True) -> list[Step]:
             Step("node", "runc", RUNC, build_runc),
             Step("node", "cni-plugins", CNI_PLUGINS, build_cni),
         ]
+    for version in UPSTREAM_SUITE.values():
+        steps.append(Step("upstream", COMPONENT, f"{version}-{adapter_version()}",
+                          lambda v=version: build_upstream_suite(v)))
     return sorted(steps, key=lambda step: STAGES.index(step.stage))  # stable
 
 

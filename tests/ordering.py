@@ -37,7 +37,7 @@ FIXTURE_STAGE = {
 }
 # Modules that start clusters through hack/cluster themselves, not through a fixture.
 MODULE_STAGE = {"test_real_node.py": "node", "test_real_node_lifecycle.py": "node",
-                "test_hack_cluster.py": "1.34"}
+                "test_hack_cluster.py": "1.34", "test_upstream_suite.py": "upstream"}
 
 
 def _uses_helm(item: pytest.Item) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from operators.allocator.capacity import NO_SHARES, Shares
 from operators.allocator.explain import ClaimExplain, explain, reason_from
+from operators.allocator.features import DEFAULT_GATES, FeatureGates, check_claims
 from operators.allocator.inventory import Inventory, NodeInfo
 from operators.allocator.requests import AllocationError
 from operators.allocator.results import allocation_to_api, build_allocation
@@ -79,17 +80,20 @@ def allocate(
     *,
     with_explain: bool = True,
     shares: Shares = NO_SHARES,
+    features: FeatureGates = DEFAULT_GATES,
 ) -> AllocationOutcome:
     """Allocate all `claims` (one pod's) together on `node`, all or nothing.
 
     `node` None: only devices available on all nodes qualify (upstream's nil node).
     `in_use`: devices allocated to other claims (see `in_use_from_tracker`);
-    `shares`: what other claims' shares of multi-allocatable devices consume.
+    `shares`: what other claims' shares of multi-allocatable devices consume;
+    `features`: the feature gates (a claim needing one that is off is an error).
     """
     deadline = time.monotonic() + budget_s
     cls = dict(classes)
     search: Search | None = None
     try:
+        check_claims(claims, features)
         search = Search(claims, node, inventory, cls, in_use, deadline, shares)
         found = search.run()
     except TooComplex:

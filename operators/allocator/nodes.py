@@ -41,6 +41,7 @@ from typing import Any
 from operators.allocator.allocate import AllocationOutcome, allocate
 from operators.allocator.capacity import NO_SHARES, Shares
 from operators.allocator.explain import NodeFunnel, RefusedNode, explain, no_node_fits
+from operators.allocator.features import DEFAULT_GATES, FeatureGates
 from operators.allocator.inventory import (
     Candidate,
     Inventory,
@@ -291,6 +292,7 @@ def place(
     refused: Sequence[RefusedNode] = (),
     start: int = 0,
     shares: Shares = NO_SHARES,
+    features: FeatureGates = DEFAULT_GATES,
 ) -> Placement:
     """Allocate the pod's `claims` on the best candidate; `only`: try that node alone.
 
@@ -304,7 +306,8 @@ def place(
     deadline = time.monotonic() + budget_s
     # Problems independent of any node (missing class, > 32 results, bad constraints)
     # come first and are the verdict, as upstream fails the pod on them.
-    checked = allocate(claims, None, (), classes, in_use, budget_s, with_explain=False)
+    checked = allocate(claims, None, (), classes, in_use, budget_s, with_explain=False,
+                       features=features)
     if checked.status == "error":
         return Placement(checked)
     if only is not None:
@@ -359,7 +362,7 @@ def place(
         if node is not None:
             searched_nodes.add(node.name)
         out = allocate(claims, node, pools, classes, in_use, remaining, shares=shares,
-                       with_explain=with_explain and only is not None)
+                       with_explain=with_explain and only is not None, features=features)
         if out.status in ("error", "too-complex"):
             return Placement(out, None if node is None else node.name, tried)
         if not out.allocated:
@@ -381,7 +384,7 @@ def place(
             if not pools:
                 continue
             out = allocate(claims, node, pools, classes, in_use, max(deadline - time.monotonic(), 0.001),
-                           shares=shares, with_explain=False)
+                           shares=shares, with_explain=False, features=features)
             if out.status == "error":
                 return Placement(out, node.name, tried)
     if not outcomes:

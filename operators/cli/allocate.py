@@ -44,9 +44,16 @@ from operators.allocator import (
     inventory_from_tracker,
     shares_from_tracker,
 )
+from operators.allocator.features import (
+    DEFAULT_GATES,
+    GATE_NAMES,
+    FeatureGates,
+    parse_feature_gates,
+)
 from operators.allocator.nodes import NodeIndex, Placement, PodFit, candidate_nodes, place
 from operators.cli.allocate_gang import gang_document, gang_table
 from operators.cli.allocate_preempt import preempt_document, preempt_table
+from operators.cli.allocate_serve import serve
 from operators.cli.allocation_records import (
     allocated_record,
     failed_record,
@@ -108,7 +115,23 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--preempt", default=None, type=namespaced_key, metavar="NS/NAME",
                         help="which running pods draco would evict so that this gated pod's "
                         "claims fit, and the devices it would nominate (nothing is evicted)")
+    parser.add_argument("--feature-gates", default="", type=feature_gates, metavar="NAME=BOOL,...",
+                        help="allocator feature gates, as kube-scheduler spells them (default: "
+                        "kube-scheduler 1.37's defaults): " + ", ".join(sorted(GATE_NAMES)))
+    parser.add_argument("--serve", action="store_true",
+                        help="answer allocation requests, one JSON object per line on stdin, "
+                        "one answer per line on stdout (for programs; see README)")
     parser.set_defaults(func=run)
+
+
+def feature_gates(text: str) -> FeatureGates:
+    try:
+        return parse_feature_gates(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+feature_gates.__name__ = "feature gates"
 
 
 # -- inputs -------------------------------------------------------------------------------
@@ -194,17 +217,19 @@ def _taken(allocation: AllocationResult) -> list[DeviceID]:
 def _place(claims: Sequence[ResourceClaim], tracker: Tracker, index: NodeIndex,
            classes: Mapping[str, DeviceClass], in_use: set[DeviceID], shares: Shares,
            budget_s: float, only: NodeInfo | None,
-           settled: Mapping[NamespacedName, AllocationResult]) -> Placement:
+           settled: Mapping[NamespacedName, AllocationResult],
+           gates: FeatureGates) -> Placement:
     pods = pods_using(tracker, claims, settled)
     if not pods:
-        return place(claims, index, classes, in_use, budget_s, only=only, shares=shares)
+        return place(claims, index, classes, in_use, budget_s, only=only, shares=shares,
+                     features=gates)
     allowed, refused = candidate_nodes(index.nodes, pods)  # the allocator controller's filter
     if only is not None:
         _, refused = candidate_nodes([only], pods)
     view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
     view.nodes = allowed
     return place(claims, view, classes, in_use, budget_s, only=only, refused=refused,
-                 shares=shares)
+                 shares=shares, features=gates)
 
 
 def _record_placement(placed: Placement, pending: Sequence[ResourceClaim], out: dict[str, Any],
@@ -224,7 +249,8 @@ def _record_placement(placed: Placement, pending: Sequence[ResourceClaim], out: 
 
 
 def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequence[NamespacedName],
-             node: str | None, budget_s: float) -> dict[str, Any]:
+             node: str | None, budget_s: float,
+             gates: FeatureGates = DEFAULT_GATES) -> dict[str, Any]:
     unreadable: dict[str, str] = {}
     ordered = claims_in_order(objects, tracker, unreadable)
     by_key = {NamespacedName(c.namespace, c.name): c for c in ordered}
@@ -254,10 +280,11 @@ def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequen
             out[_label(claim)] = None  # keeps the input order
         else:
             placed = _place([claim], tracker, index, classes, in_use, shares, budget_s, only,
-                            settled)
+                            settled, gates)
             _record_placement(placed, [claim], out, in_use, shares, settled)
     if pending:
-        placed = _place(pending, tracker, index, classes, in_use, shares, budget_s, only, settled)
+        placed = _place(pending, tracker, index, classes, in_use, shares, budget_s, only, settled,
+                        gates)
         _record_placement(placed, pending, out, in_use, shares, settled)
     if not claims:
         for label, why in unreadable.items():
@@ -278,6 +305,12 @@ def table(doc: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    gates: FeatureGates = args.feature_gates
+    if args.serve:
+        if args.sources or args.claims or args.node or args.gang or args.preempt:
+            raise UsageError("--serve reads everything from its requests: it takes no --from, "
+                             "--claim, --node, --gang or --preempt")
+        return serve(gates)
     tracker, objects = load_state(args)
     add_upstream(args, tracker, list(objects), probe=False)  # upstream's rules taint devices too
     if args.preempt is not None:
@@ -291,5 +324,6 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--gang places the whole gang: it takes no --claim or --node")
         emit(gang_document(tracker, objects, args.gang, DEFAULT_BUDGET_S), args.output, gang_table)
         return 0
-    emit(document(tracker, objects, args.claims, args.node, DEFAULT_BUDGET_S), args.output, table)
+    emit(document(tracker, objects, args.claims, args.node, DEFAULT_BUDGET_S, gates), args.output,
+         table)
     return 0

@@ -1,0 +1,320 @@
+// draco's adapter for upstream's allocator test suite (allocatortesting).
+//
+// hack/upstream_allocator.py places this file into a scratch copy of
+// k8s.io/dynamic-resource-allocation, as structured/internal/draco, because
+// allocatortesting is an internal package. It is never built inside draco's tree.
+//
+// Every Allocate call becomes one request to `draco allocate --serve` (one process for
+// the whole run): the node, classes, slices, claims, the devices already allocated and
+// the feature gates of the test case, as API objects. The answer's allocations come
+// back in the API's shape and are compared by upstream's own assertions.
+package draco
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured/internal"
+	"k8s.io/dynamic-resource-allocation/structured/internal/allocatortesting"
+)
+
+// unsupported names the Features fields of alpha gates draco does not implement; the
+// suite itself skips the cases that need them.
+var unsupported = map[string]bool{
+	"CompatibilityGroups":    true,
+	"DerivedAttributes":      true,
+	"ListTypeAttributes":     true,
+	"OptionalNodeOperations": true,
+}
+
+func supported() internal.Features {
+	var f internal.Features
+	v := reflect.ValueOf(&f).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).Kind() == reflect.Bool && !unsupported[v.Type().Field(i).Name] {
+			v.Field(i).SetBool(true)
+		}
+	}
+	return f
+}
+
+// gates spells the test case's features as --feature-gates does: each gate the
+// version knows, on or off.
+func gates(f internal.Features) string {
+	var all internal.Features
+	v := reflect.ValueOf(&all).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).Kind() == reflect.Bool {
+			v.Field(i).SetBool(true)
+		}
+	}
+	on := f.Set()
+	var items []string
+	for name := range all.Set() {
+		for _, gate := range strings.Split(name, "+") {
+			if unsupported[fieldOf(gate)] {
+				continue
+			}
+			items = append(items, fmt.Sprintf("%s=%t", gate, on.Has(name)))
+		}
+	}
+	sort.Strings(items)
+	return strings.Join(items, ",")
+}
+
+func fieldOf(gate string) string {
+	switch gate {
+	case "DRADeviceCompatibilityGroups":
+		return "CompatibilityGroups"
+	case "DRADerivedAttributes":
+		return "DerivedAttributes"
+	case "DRAListTypeAttributes":
+		return "ListTypeAttributes"
+	case "DRAOptionalNodeOperations":
+		return "OptionalNodeOperations"
+	}
+	return ""
+}
+
+type service struct {
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	in  *bufio.Writer
+	out *bufio.Reader
+	err error
+}
+
+var (
+	once sync.Once
+	srv  service
+)
+
+func start() {
+	bin := os.Getenv("DRACO_BIN")
+	if bin == "" {
+		bin = "draco"
+	}
+	srv.cmd = exec.Command(bin, "allocate", "--serve")
+	srv.cmd.Stderr = os.Stderr
+	stdin, err := srv.cmd.StdinPipe()
+	if err != nil {
+		srv.err = err
+		return
+	}
+	stdout, err := srv.cmd.StdoutPipe()
+	if err != nil {
+		srv.err = err
+		return
+	}
+	if err := srv.cmd.Start(); err != nil {
+		srv.err = fmt.Errorf("starting %s allocate --serve: %w", bin, err)
+		return
+	}
+	srv.in = bufio.NewWriter(stdin)
+	srv.out = bufio.NewReaderSize(stdout, 1<<20)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if srv.cmd != nil && srv.cmd.Process != nil {
+		_ = srv.cmd.Process.Kill()
+		_ = srv.cmd.Wait()
+	}
+	os.Exit(code)
+}
+
+type deviceRef struct {
+	Driver   string            `json:"driver"`
+	Pool     string            `json:"pool"`
+	Device   string            `json:"device"`
+	Capacity map[string]string `json:"capacity,omitempty"`
+}
+
+type request struct {
+	Objects      []any       `json:"objects"`
+	Claims       []string    `json:"claims"`
+	Node         *string     `json:"node"`
+	InUse        []deviceRef `json:"inUse"`
+	Consumed     []deviceRef `json:"consumed"`
+	FeatureGates string      `json:"featureGates"`
+}
+
+type reply struct {
+	Status      string                         `json:"status"`
+	Reason      string                         `json:"reason"`
+	Allocations []resourceapi.AllocationResult `json:"allocations"`
+}
+
+func (s *service) ask(req request) (reply, error) {
+	once.Do(start)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return reply{}, s.err
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return reply{}, err
+	}
+	if _, err := s.in.Write(append(line, '\n')); err != nil {
+		return reply{}, fmt.Errorf("draco allocate --serve: %w", err)
+	}
+	if err := s.in.Flush(); err != nil {
+		return reply{}, fmt.Errorf("draco allocate --serve: %w", err)
+	}
+	answer, err := s.out.ReadBytes('\n')
+	if err != nil {
+		s.err = fmt.Errorf("draco allocate --serve ended: %w", err)
+		return reply{}, s.err
+	}
+	var r reply
+	if err := json.Unmarshal(answer, &r); err != nil {
+		return reply{}, fmt.Errorf("draco's answer %q: %w", answer, err)
+	}
+	return r, nil
+}
+
+type allocator struct {
+	features internal.Features
+	state    internal.AllocatedState
+	classes  internal.DeviceClassLister
+	slices   []*resourceapi.ResourceSlice
+}
+
+func (a *allocator) Channel() internal.AllocatorChannel { return "draco" }
+
+func (a *allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("allocation interrupted: %w", err)
+	}
+	req := request{FeatureGates: gates(a.features)}
+	if node != nil {
+		n := node.DeepCopy()
+		n.APIVersion, n.Kind = "v1", "Node"
+		req.Objects = append(req.Objects, n)
+		req.Node = &n.Name
+	}
+	classes, err := a.classes.List()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range classes {
+		c := c.DeepCopy()
+		c.APIVersion, c.Kind = "resource.k8s.io/v1", "DeviceClass"
+		req.Objects = append(req.Objects, c)
+	}
+	for _, s := range a.slices {
+		s := s.DeepCopy()
+		s.APIVersion, s.Kind = "resource.k8s.io/v1", "ResourceSlice"
+		req.Objects = append(req.Objects, s)
+	}
+	for _, c := range claims {
+		c := c.DeepCopy()
+		c.APIVersion, c.Kind = "resource.k8s.io/v1", "ResourceClaim"
+		req.Objects = append(req.Objects, c)
+		if c.Namespace != "" {
+			req.Claims = append(req.Claims, c.Namespace+"/"+c.Name)
+		} else {
+			req.Claims = append(req.Claims, c.Name)
+		}
+	}
+	for id := range a.state.AllocatedDevices {
+		req.InUse = append(req.InUse, deviceRef{Driver: id.Driver.String(), Pool: id.Pool.String(), Device: id.Device.String()})
+	}
+	consumed := map[string]deviceRef{}
+	for id := range a.state.AllocatedSharedDeviceIDs {
+		d := id.GetDeviceID()
+		consumed[d.String()] = deviceRef{Driver: d.Driver.String(), Pool: d.Pool.String(), Device: d.Device.String(), Capacity: map[string]string{}}
+	}
+	for id, capacity := range a.state.AggregatedCapacity {
+		ref, ok := consumed[id.String()]
+		if !ok {
+			ref = deviceRef{Driver: id.Driver.String(), Pool: id.Pool.String(), Device: id.Device.String(), Capacity: map[string]string{}}
+		}
+		for name, q := range capacity {
+			if q != nil {
+				ref.Capacity[string(name)] = q.String()
+			}
+		}
+		consumed[id.String()] = ref
+	}
+	for _, ref := range consumed {
+		req.Consumed = append(req.Consumed, ref)
+	}
+	r, err := srv.ask(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("allocation interrupted: %w", err)
+	}
+	switch r.Status {
+	case "allocated":
+		for i := range r.Allocations {
+			normalize(&r.Allocations[i])
+		}
+		return r.Allocations, nil
+	case "unsatisfiable":
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("draco: %s: %s", r.Status, r.Reason)
+	}
+}
+
+// normalize gives absent fields the Go zero values upstream's expectations use.
+func normalize(a *resourceapi.AllocationResult) {
+	if len(a.Devices.Config) == 0 {
+		a.Devices.Config = nil
+	}
+	for i := range a.Devices.Results {
+		r := &a.Devices.Results[i]
+		if r.AdminAccess != nil && !*r.AdminAccess {
+			r.AdminAccess = nil
+		}
+		if len(r.Tolerations) == 0 {
+			r.Tolerations = nil
+		}
+		if len(r.BindingConditions) == 0 {
+			r.BindingConditions = nil
+		}
+		if len(r.BindingFailureConditions) == 0 {
+			r.BindingFailureConditions = nil
+		}
+		if len(r.ConsumedCapacity) == 0 {
+			r.ConsumedCapacity = nil
+		}
+	}
+}
+
+func newAllocator(ctx context.Context, features internal.Features, state internal.AllocatedState,
+	classes internal.DeviceClassLister, slices []*resourceapi.ResourceSlice, _ *cel.Cache) (internal.Allocator, error) {
+	return &allocator{features: features, state: state, classes: classes, slices: slices}, nil
+}
+
+func init() {
+	// Cases that expect an error are compared on the verdict (an error), not on
+	// upstream's wording; upstream's step counts are not compared (draco searches
+	// differently). Both hooks are added by hack/upstream_allocator.py.
+	allocatortesting.DracoErrorVerdictOnly = true
+	allocatortesting.DracoIgnoreStepCounts = true
+}
+
+func TestAllocator(t *testing.T) {
+	allocatortesting.TestAllocator(t, supported(), newAllocator)
+}
+
+func TestLexicographicalAllocator(t *testing.T) {
+	allocatortesting.TestLexicographicalAllocator(t, supported(), newAllocator)
+}

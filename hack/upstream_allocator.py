@@ -1,0 +1,212 @@
+"""Upstream's allocator test suite (`allocatortesting`) run against draco.
+
+    python3 hack/upstream_allocator.py build VERSION        # the suite's test binary (cached)
+    python3 hack/upstream_allocator.py run VERSION [--json FILE] [--draco BIN]
+
+`k8s.io/dynamic-resource-allocation` is fetched through the Go module proxy at VERSION.
+Its `allocatortesting` package is internal, so the module is copied into a scratch
+folder of the test bed's cache, `hack/allocator-suite/draco_adapter_test.go` is placed
+beside upstream's own allocators (`structured/internal/draco`), and the test binary is
+built there. Nothing of upstream's is copied into draco's repository.
+
+Two hooks are added to the scratch copy of `allocatortesting` (each edit must match
+upstream's text exactly once, else the build fails and says so): cases that expect an
+error are compared on the verdict alone, not on upstream's wording, and upstream's
+internal step counts (`expectNumAllocateOneInvocations`) are not compared, so those
+cases are compared on their results instead of being skipped.
+
+Standard library only, like the rest of the test bed's builds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cluster_build import (
+    ClusterError,
+    build_component,
+    go_env,
+    module_dir,
+    run_go,
+)
+
+MODULE = "k8s.io/dynamic-resource-allocation"
+# The releases draco supports, as the module's versions (v0.37.2 belongs to 1.37.2).
+VERSIONS = {"1.37": "v0.37.2", "1.36": "v0.36.3"}
+ADAPTER = Path(__file__).resolve().parent / "allocator-suite" / "draco_adapter_test.go"
+KNOWN = Path(__file__).resolve().parent / "allocator-suite" / "known.json"
+COMPONENT = "upstream-allocator"
+SUITE = "allocatortesting"
+
+HOOKS = """package allocatortesting
+
+// Added by draco's hack/upstream_allocator.py to its scratch copy (never upstream's).
+var (
+\tDracoErrorVerdictOnly bool
+\tDracoIgnoreStepCounts bool
+)
+"""
+# (upstream's text, what replaces it): each must occur exactly once.
+EDITS = (
+    ("\t\t\tg.Expect(err).To(matchError)\n",
+     "\t\t\tif DracoErrorVerdictOnly && tc.expectError != nil && err != nil {\n"
+     "\t\t\t\tt.Logf(\"DRACO-VERDICT-ONLY: %v\", err)\n"
+     "\t\t\t} else {\n"
+     "\t\t\t\tg.Expect(err).To(matchError)\n"
+     "\t\t\t}\n"),
+    ("tc.expectNumAllocateOneInvocations > 0 && !ok {",
+     "tc.expectNumAllocateOneInvocations > 0 && !ok && !DracoIgnoreStepCounts {"),
+    ("expectNumAllocateOneInvocations := tc.expectNumAllocateOneInvocations; "
+     "expectNumAllocateOneInvocations > 0 {",
+     "expectNumAllocateOneInvocations := tc.expectNumAllocateOneInvocations; "
+     "expectNumAllocateOneInvocations > 0 && !DracoIgnoreStepCounts {"),
+)
+
+
+def patch_suite(source: Path) -> None:
+    """Add the hooks to allocatortesting in the scratch copy SOURCE."""
+    suite = source / "structured" / "internal" / SUITE
+    target = suite / "allocator_testing.go"
+    text = target.read_text()
+    for old, new in EDITS:
+        count = text.count(old)
+        if count != 1:
+            raise ClusterError(f"{target}: expected upstream's text once, found it {count} times "
+                               f"(the suite changed; update hack/upstream_allocator.py): {old!r}")
+        text = text.replace(old, new)
+    target.write_text(text)
+    (suite / "draco_hooks.go").write_text(HOOKS)
+
+
+def adapter_version() -> str:
+    """Part of the cache key: a changed adapter or edit rebuilds the binary."""
+    import hashlib
+    digest = hashlib.sha256(ADAPTER.read_bytes())
+    digest.update(repr(EDITS).encode())
+    return digest.hexdigest()[:10]
+
+
+def build(version: str) -> Path:
+    """The suite's test binary for VERSION of the module (built once, then cached)."""
+    def steps(work: Path, out: Path, log: Path) -> None:
+        (work / "go.mod").write_text("module draco.invalid/fetch\n\ngo 1.24.0\n")
+        pristine = module_dir(MODULE, version, work, log)
+        source = work / "src"
+        shutil.copytree(pristine, source)
+        for path in source.rglob("*"):  # the module cache's files are read-only
+            path.chmod(path.stat().st_mode | 0o200)
+        source.chmod(source.stat().st_mode | 0o200)
+        patch_suite(source)
+        adapter = source / "structured" / "internal" / "draco"
+        adapter.mkdir()
+        shutil.copy(ADAPTER, adapter / ADAPTER.name)
+        run_go(["test", "-c", "-o", str(out / "suite.test"), "./structured/internal/draco"],
+               source, log)
+        shutil.rmtree(source, ignore_errors=True)
+    return build_component(COMPONENT, f"{version}-{adapter_version()}", steps)
+
+
+@dataclass
+class Case:
+    name: str
+    result: str = "run"  # pass, fail, skip
+    verdict_only: bool = False
+    output: list[str] = field(default_factory=list)
+
+
+def run(version: str, draco: str, timeout: float = 1200) -> dict[str, Case]:
+    """Every case of the suite at VERSION against DRACO (`draco` executable), by name."""
+    binary = build(version) / "suite.test"
+    env = dict(go_env(), DRACO_BIN=str(Path(shutil.which(draco) or draco).resolve()))
+    proc = subprocess.run(
+        ["go", "tool", "test2json", "-t", str(binary), "-test.v=test2json",
+         "-test.run", "^(TestAllocator|TestLexicographicalAllocator)$"],
+        env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout,
+        cwd=binary.parent)
+    cases: dict[str, Case] = {}
+    for line in proc.stdout.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        test = event.get("Test") or ""
+        if "/" not in test:  # the two top-level tests: their verdict is their cases'
+            continue
+        case = cases.setdefault(test, Case(test))
+        action = event.get("Action")
+        if action == "output":
+            text = event.get("Output", "")
+            case.output.append(text)
+            if "DRACO-VERDICT-ONLY" in text:
+                case.verdict_only = True
+        elif action in ("pass", "fail", "skip"):
+            case.result = action
+    # A case that has subtests of its own (interrupt/off, ...) counts by its subtests.
+    parents = {name.rsplit("/", 1)[0] for name in cases if name.count("/") > 1}
+    for name in parents:
+        cases.pop(name, None)
+    if not cases:
+        raise ClusterError(f"the suite at {version} ran no case (exit {proc.returncode}):\n"
+                           f"{proc.stderr[-3000:]}")
+    return cases
+
+
+def known() -> dict[str, dict[str, str]]:
+    """The table of cases that do not pass, per version: case -> why."""
+    data = json.loads(KNOWN.read_text())
+    return {version: dict(cases) for version, cases in data.get("cases", {}).items()}
+
+
+def summary(cases: dict[str, Case]) -> dict[str, int]:
+    out = {"pass": 0, "fail": 0, "skip": 0, "verdict_only": 0}
+    for case in cases.values():
+        out[case.result] = out.get(case.result, 0) + 1
+        out["verdict_only"] += case.verdict_only and case.result == "pass"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+    parser = argparse.ArgumentParser(prog="hack/upstream_allocator.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the suite's test binary for VERSION (cached)")
+    b.add_argument("version", choices=sorted(VERSIONS.values()))
+    r = sub.add_parser("run", help="run the suite against draco; one line per case that "
+                       "does not pass")
+    r.add_argument("version", choices=sorted(VERSIONS.values()))
+    r.add_argument("--draco", default=shutil.which("draco") or "draco")
+    r.add_argument("--json", default=None, metavar="FILE", help="write every case's result")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            print(build(args.version) / "suite.test")
+            return 0
+        cases = run(args.version, args.draco)
+    except (ClusterError, subprocess.TimeoutExpired) as exc:
+        print(f"hack/upstream_allocator.py: {exc}", file=sys.stderr)
+        return 1
+    table = known().get(args.version, {})
+    for case in sorted(cases.values(), key=lambda c: c.name):
+        if case.result == "fail":
+            print(f"FAIL {case.name}" + (f"  (listed: {table[case.name]})"
+                                         if case.name in table else ""))
+        elif case.result == "skip":
+            why = next((line.strip() for line in case.output if "SKIP" in line), "")
+            print(f"SKIP {case.name}  {why}")
+    print(json.dumps(summary(cases)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {name: {"result": c.result, "verdictOnly": c.verdict_only, "output": "".join(c.output)}
+             for name, c in sorted(cases.items())}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
