@@ -25,6 +25,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured/internal"
 	"k8s.io/dynamic-resource-allocation/structured/internal/allocatortesting"
@@ -263,7 +264,7 @@ func (a *allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resou
 	switch r.Status {
 	case "allocated":
 		for i := range r.Allocations {
-			normalize(&r.Allocations[i])
+			normalize(&r.Allocations[i], claims[i], a.slices)
 		}
 		return r.Allocations, nil
 	case "unsatisfiable":
@@ -273,8 +274,45 @@ func (a *allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resou
 	}
 }
 
+// formatOf is the Go format of the quantity a consumed capacity was computed from (the
+// request's, else the device's): JSON carries the value, not Go's Quantity.Format.
+func formatOf(claim *resourceapi.ResourceClaim, slices []*resourceapi.ResourceSlice,
+	r *resourceapi.DeviceRequestAllocationResult, name resourceapi.QualifiedName) (resource.Format, bool) {
+	base, sub, _ := strings.Cut(r.Request, "/")
+	for _, req := range claim.Spec.Devices.Requests {
+		if req.Name != base {
+			continue
+		}
+		var capacity *resourceapi.CapacityRequirements
+		if req.Exactly != nil && sub == "" {
+			capacity = req.Exactly.Capacity
+		}
+		for _, s := range req.FirstAvailable {
+			if s.Name == sub {
+				capacity = s.Capacity
+			}
+		}
+		if capacity != nil {
+			if q, ok := capacity.Requests[name]; ok {
+				return q.Format, true
+			}
+		}
+	}
+	for _, s := range slices {
+		if s.Spec.Driver != r.Driver || s.Spec.Pool.Name != r.Pool {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			if c, ok := d.Capacity[name]; ok && d.Name == r.Device {
+				return c.Value.Format, true
+			}
+		}
+	}
+	return "", false
+}
+
 // normalize gives absent fields the Go zero values upstream's expectations use.
-func normalize(a *resourceapi.AllocationResult) {
+func normalize(a *resourceapi.AllocationResult, claim *resourceapi.ResourceClaim, slices []*resourceapi.ResourceSlice) {
 	if len(a.Devices.Config) == 0 {
 		a.Devices.Config = nil
 	}
@@ -294,6 +332,14 @@ func normalize(a *resourceapi.AllocationResult) {
 		}
 		if len(r.ConsumedCapacity) == 0 {
 			r.ConsumedCapacity = nil
+		}
+		for name, q := range r.ConsumedCapacity {
+			// as computed, not as parsed: no cached text, the format it came from
+			q.Add(resource.Quantity{Format: q.Format})
+			if format, ok := formatOf(claim, slices, r, name); ok {
+				q.Format = format
+			}
+			r.ConsumedCapacity[name] = q
 		}
 	}
 }

@@ -274,8 +274,8 @@ class ResourceClaim(NamespacedObject):
 def _mode_and_count(d: Mapping[str, Any]) -> tuple[AllocationMode, int]:
     mode = f.enum(d, "allocationMode", ALLOCATION_MODES, default="ExactCount")
     if mode == "All":
-        if d.get("count") not in (None, 0):
-            raise FieldError("must not be set when allocationMode is All", "count")
+        # The API server refuses a count here; upstream's allocator ignores one, and so does
+        # draco: the mode alone says what is wanted.
         return "All", 0
     count = f.integer(d, "count", default=1)
     if count <= 0:
