@@ -221,8 +221,13 @@ func (a *allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resou
 		s.APIVersion, s.Kind = "resource.k8s.io/v1", "ResourceSlice"
 		req.Objects = append(req.Objects, s)
 	}
-	for _, c := range claims {
+	seen := map[string]bool{}
+	for i, c := range claims {
 		c := c.DeepCopy()
+		if seen[c.Namespace+"/"+c.Name] { // a test may pass two claims of one name
+			c.Name = fmt.Sprintf("%s.%d", c.Name, i)
+		}
+		seen[c.Namespace+"/"+c.Name] = true
 		c.APIVersion, c.Kind = "resource.k8s.io/v1", "ResourceClaim"
 		req.Objects = append(req.Objects, c)
 		if c.Namespace != "" {

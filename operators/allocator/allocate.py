@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from operators.allocator.capacity import NO_SHARES, Shares
 from operators.allocator.explain import ClaimExplain, explain, reason_from
-from operators.allocator.features import DEFAULT_GATES, FeatureGates, check_claims
+from operators.allocator.features import DEFAULT_GATES, FeatureGates, check_claims, gated_inventory
 from operators.allocator.inventory import Inventory, NodeInfo
 from operators.allocator.requests import AllocationError
 from operators.allocator.results import allocation_to_api, build_allocation
@@ -36,6 +36,9 @@ class AllocationOutcome:
     reason: str | None = None
     explain: tuple[ClaimExplain, ...] = ()
     steps: int = 0
+    # The error is only that invalid pools target this node (nothing else fits): upstream
+    # tries the other nodes and reports it only when no node fits.
+    invalid_pools: bool = False
 
     @property
     def allocated(self) -> bool:
@@ -92,6 +95,7 @@ def allocate(
     deadline = time.monotonic() + budget_s
     cls = dict(classes)
     search: Search | None = None
+    inventory = gated_inventory(inventory, features)
     try:
         check_claims(claims, features)
         search = Search(claims, node, inventory, cls, in_use, deadline, shares)
@@ -108,7 +112,12 @@ def allocate(
     except RecursionError:
         return AllocationOutcome("too-complex", reason="allocation too complex: search too deep")
     if not found:
+        invalid = [p.problem for p, t in search.pools if not p.incomplete and p.unusable(t)]
         why = explain(claims, node, inventory, cls, in_use) if with_explain else ()
+        if invalid:  # they might have held a fit: an error, as upstream reports it
+            return AllocationOutcome(
+                "error", reason="invalid resource pools were encountered: " + "; ".join(invalid),
+                explain=why, steps=search.steps, invalid_pools=True)
         return AllocationOutcome("unsatisfiable", reason=reason_from(why) if why else
                                  "cannot allocate all claims", explain=why, steps=search.steps)
     allocations = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 
+from operators.allocator.inventory import Inventory
 from operators.allocator.requests import AllocationError, claim_label
 from operators.model import ResourceClaim
 
@@ -92,3 +93,26 @@ def check_claims(claims: Iterable[ResourceClaim], gates: FeatureGates) -> None:
                     raise AllocationError(f"claim {claim_label(claim)}, {shown}: has capacity "
                                           "requests, but the DRAConsumableCapacity feature is "
                                           "disabled")
+
+
+def gated_inventory(inventory: Inventory, gates: FeatureGates) -> Inventory:
+    """The devices as an allocator with GATES sees them: without DRADeviceTaints taints
+    do not count; without DRADeviceBindingConditions devices with binding conditions,
+    and without DRAPartitionableDevices devices consuming counters and slices with
+    per-device node selection, are never allocated (upstream's allocator)."""
+    if gates.device_taints and gates.device_binding_conditions and gates.partitionable_devices:
+        return inventory
+    pools = []
+    for pool in inventory:
+        slices = []
+        for sl in pool.slices:
+            if sl.per_device and not gates.partitionable_devices:
+                continue
+            devices = tuple(
+                d if gates.device_taints or not d.taints else replace(d, taints=())
+                for d in sl.devices
+                if (gates.device_binding_conditions or not d.binding_conditions)
+                and (gates.partitionable_devices or not d.consumes))
+            slices.append(replace(sl, devices=devices))
+        pools.append(replace(pool, slices=tuple(slices)))
+    return tuple(pools)

@@ -95,6 +95,7 @@ class PoolCandidates:
     counter_sets: Mapping[str, Mapping[str, Quantity]] = field(default_factory=lambda: _NO_SETS)
     consumers: tuple[tuple[DeviceID, tuple[CounterConsumption, ...]], ...] = ()
     counter_problem: str = ""
+    unmodelled: tuple[str, ...] = ()  # fields of its devices draco does not model: unusable
 
     def targeting(self, node: NodeInfo | None) -> tuple[SliceCandidates, ...]:
         """The slices upstream considers for `node`: slice-level placement matching, or a
@@ -200,14 +201,21 @@ def _pool(pid: PoolID, slices: list[ResourceSlice], expected: int,
     sets, consumers, counter_problem = _counters(pid, slices)
     incomplete = len(slices) != expected
     problem = ""
+    unmodelled = sorted({f for sl in out for d in sl.devices for f in d.unsupported})
     if incomplete:
         problem = f"resource pool {pid} is currently being updated ({len(slices)} of {expected} slices)"
+    elif unmodelled:
+        # Upstream ignores the slices of devices using a field its gates leave out, which
+        # leaves the pool incomplete; draco, not knowing the field, fails closed the same way.
+        incomplete = True
+        problem = (f"resource pool {pid} has devices using {', '.join(unmodelled)}, which draco "
+                   "does not support: nothing is allocated from it")
     elif counter_problem:
         problem = counter_problem
     elif dup:
         problem = f"resource pool {pid} is invalid: duplicate device name {dup}"
     return PoolCandidates(pid, incomplete, bool(dup), problem, tuple(out), sets, consumers,
-                          counter_problem)
+                          counter_problem, tuple(unmodelled))
 
 
 class _DeviceSource(Protocol):

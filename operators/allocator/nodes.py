@@ -340,6 +340,7 @@ def place(
     unreached = too_few = searched = 0  # how the nodes fell away, for when none fits
     examined = 0
     searched_nodes: set[str] = set()
+    invalid: AllocationOutcome | None = None
     for node in candidates:
         if all_ranks is None and only is None:
             break
@@ -363,6 +364,9 @@ def place(
             searched_nodes.add(node.name)
         out = allocate(claims, node, pools, classes, in_use, remaining, shares=shares,
                        with_explain=with_explain and only is not None, features=features)
+        if out.invalid_pools and only is None:
+            invalid = invalid or out  # the verdict only if no other node fits
+            continue
         if out.status in ("error", "too-complex"):
             return Placement(out, None if node is None else node.name, tried)
         if not out.allocated:
@@ -385,8 +389,10 @@ def place(
                 continue
             out = allocate(claims, node, pools, classes, in_use, max(deadline - time.monotonic(), 0.001),
                            shares=shares, with_explain=False, features=features)
-            if out.status == "error":
+            if out.status == "error" and not out.invalid_pools:
                 return Placement(out, node.name, tried)
+    if not outcomes and invalid is not None:
+        return Placement(invalid, None, tried, examined=examined)
     if not outcomes:
         funnel = NodeFunnel(len(index.nodes) + len(refused), all_ranks is None, unreached, too_few,
                             searched, tuple(refused))

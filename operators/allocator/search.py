@@ -264,6 +264,11 @@ class Search:
     def _all_devices(self, w: Wanted, claim: ResourceClaim) -> list[Candidate]:
         found: list[Candidate] = []
         for p, targeting in self.pools:
+            if p.unmodelled:
+                raise AllocationError(
+                    f"claim {claim_label(claim)}, request {w.sub or w.base}: asks for all "
+                    f"devices, but resource pool {p.id} has devices using "
+                    f"{', '.join(p.unmodelled)}, which draco does not support")
             if p.incomplete:
                 raise AllocationError(
                     f"claim {claim_label(claim)}, request {w.sub or w.base}: asks for all "

@@ -264,20 +264,6 @@ MALFORMED: list[tuple[str, dict[str, Any], str, str, str]] = [
         "unknown value",
     ),
     (
-        "count with mode All",
-        claim_obj(
-            [
-                {
-                    "name": "gpu",
-                    "exactly": {"deviceClassName": "c", "allocationMode": "All", "count": 2},
-                }
-            ]
-        ),
-        "ResourceClaim team-a/c1",
-        "spec.devices.requests[0].exactly.count",
-        "must not be set",
-    ),
-    (
         "negative count",
         claim_obj([{"name": "gpu", "exactly": {"deviceClassName": "c", "count": -1}}]),
         "ResourceClaim team-a/c1",

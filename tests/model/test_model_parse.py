@@ -233,6 +233,7 @@ def test_default_and_explicit_request_fields() -> None:
                         "deviceClassName": "c",
                         "allocationMode": "All",
                         "adminAccess": True,
+                        "count": 2,  # ignored beside All, as upstream's allocator ignores it
                     },
                 },
             ]
