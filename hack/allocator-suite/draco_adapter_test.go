@@ -180,6 +180,12 @@ func (s *service) ask(req request) (reply, error) {
 		s.err = fmt.Errorf("draco allocate --serve ended: %w", err)
 		return reply{}, s.err
 	}
+	if trace := os.Getenv("DRACO_SUITE_TRACE"); trace != "" { // every exchange, for debugging
+		if f, err := os.OpenFile(trace, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			_, _ = f.Write(append(append(line, '\n'), answer...))
+			_ = f.Close()
+		}
+	}
 	var r reply
 	if err := json.Unmarshal(answer, &r); err != nil {
 		return reply{}, fmt.Errorf("draco's answer %q: %w", answer, err)
@@ -279,10 +285,13 @@ func (a *allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resou
 	}
 }
 
-// formatOf is the Go format of the quantity a consumed capacity was computed from (the
-// request's, else the device's): JSON carries the value, not Go's Quantity.Format.
-func formatOf(claim *resourceapi.ResourceClaim, slices []*resourceapi.ResourceSlice,
-	r *resourceapi.DeviceRequestAllocationResult, name resourceapi.QualifiedName) (resource.Format, bool) {
+// sources are the quantities a consumed capacity can have been taken from: the
+// request's, the device's capacity and its request policy's values. JSON carries only
+// a value; upstream's results keep the Go form (format, cached text) of their source.
+func sources(claim *resourceapi.ResourceClaim, slices []*resourceapi.ResourceSlice,
+	r *resourceapi.DeviceRequestAllocationResult, name resourceapi.QualifiedName) (*resource.Quantity, []resource.Quantity) {
+	var request *resource.Quantity
+	var out []resource.Quantity
 	base, sub, _ := strings.Cut(r.Request, "/")
 	for _, req := range claim.Spec.Devices.Requests {
 		if req.Name != base {
@@ -299,7 +308,7 @@ func formatOf(claim *resourceapi.ResourceClaim, slices []*resourceapi.ResourceSl
 		}
 		if capacity != nil {
 			if q, ok := capacity.Requests[name]; ok {
-				return q.Format, true
+				request = &q
 			}
 		}
 	}
@@ -308,12 +317,43 @@ func formatOf(claim *resourceapi.ResourceClaim, slices []*resourceapi.ResourceSl
 			continue
 		}
 		for _, d := range s.Spec.Devices {
-			if c, ok := d.Capacity[name]; ok && d.Name == r.Device {
-				return c.Value.Format, true
+			c, ok := d.Capacity[name]
+			if !ok || d.Name != r.Device {
+				continue
 			}
+			if p := c.RequestPolicy; p != nil && p.Default != nil {
+				out = append(out, *p.Default)
+			}
+			out = append(out, c.Value)
 		}
 	}
-	return "", false
+	return request, out
+}
+
+// restore gives a consumed capacity read from JSON the Go form upstream's would have.
+// With a request, upstream takes the request over (or rounds it up: computed, in the
+// request's format); without one, the policy's default or the device's capacity.
+func restore(q resource.Quantity, request *resource.Quantity, device []resource.Quantity) resource.Quantity {
+	computed := func(format resource.Format) resource.Quantity {
+		q.Add(resource.Quantity{Format: q.Format})
+		q.Format = format
+		return q
+	}
+	if request != nil {
+		if request.Cmp(q) == 0 {
+			return request.DeepCopy()
+		}
+		return computed(request.Format)
+	}
+	for _, src := range device {
+		if src.Cmp(q) == 0 {
+			return src.DeepCopy()
+		}
+	}
+	if len(device) > 0 {
+		return computed(device[0].Format)
+	}
+	return q
 }
 
 // normalize gives absent fields the Go zero values upstream's expectations use.
@@ -339,12 +379,8 @@ func normalize(a *resourceapi.AllocationResult, claim *resourceapi.ResourceClaim
 			r.ConsumedCapacity = nil
 		}
 		for name, q := range r.ConsumedCapacity {
-			// as computed, not as parsed: no cached text, the format it came from
-			q.Add(resource.Quantity{Format: q.Format})
-			if format, ok := formatOf(claim, slices, r, name); ok {
-				q.Format = format
-			}
-			r.ConsumedCapacity[name] = q
+			request, device := sources(claim, slices, r, name)
+			r.ConsumedCapacity[name] = restore(q, request, device)
 		}
 	}
 }

@@ -56,8 +56,10 @@ class CounterConsumption:
 
 
 def _counter_values(d: Mapping[str, Any], key: str) -> Mapping[str, Quantity]:
-    """`counters: {name: {value: quantity}}` -> {name: Quantity}."""
-    raw = f.obj(d, key, required=True)
+    """`counters: {name: {value: quantity}}` -> {name: Quantity}. No counters at all is an
+    empty set (nothing to count), as upstream's allocator reads it; the API server
+    requires at least one, so only files and programs send none."""
+    raw = f.obj(d, key)
     out: dict[str, Quantity] = {}
     for name, counter in raw.items():
         try:
