@@ -356,6 +356,20 @@ func restore(q resource.Quantity, request *resource.Quantity, device []resource.
 	return q
 }
 
+func deviceOf(slices []*resourceapi.ResourceSlice, r *resourceapi.DeviceRequestAllocationResult) *resourceapi.Device {
+	for _, s := range slices {
+		if s.Spec.Driver != r.Driver || s.Spec.Pool.Name != r.Pool {
+			continue
+		}
+		for i := range s.Spec.Devices {
+			if s.Spec.Devices[i].Name == r.Device {
+				return &s.Spec.Devices[i]
+			}
+		}
+	}
+	return nil
+}
+
 // normalize gives absent fields the Go zero values upstream's expectations use.
 func normalize(a *resourceapi.AllocationResult, claim *resourceapi.ResourceClaim, slices []*resourceapi.ResourceSlice) {
 	if len(a.Devices.Config) == 0 {
@@ -374,6 +388,10 @@ func normalize(a *resourceapi.AllocationResult, claim *resourceapi.ResourceClaim
 		}
 		if len(r.BindingFailureConditions) == 0 {
 			r.BindingFailureConditions = nil
+		}
+		if d := deviceOf(slices, r); d != nil && r.BindingConditions != nil {
+			// JSON cannot tell an empty list from none: the device's own
+			r.BindingFailureConditions = d.BindingFailureConditions
 		}
 		if len(r.ConsumedCapacity) == 0 {
 			r.ConsumedCapacity = nil

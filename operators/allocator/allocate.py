@@ -98,7 +98,8 @@ def allocate(
     inventory = gated_inventory(inventory, features)
     try:
         check_claims(claims, features)
-        search = Search(claims, node, inventory, cls, in_use, deadline, shares)
+        search = Search(claims, node, inventory, cls, in_use, deadline, shares,
+                        fractional_ranges=features.fractional_capacity_range)
         found = search.run()
     except TooComplex:
         steps = search.steps if search is not None else 0

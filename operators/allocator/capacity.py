@@ -50,30 +50,74 @@ def _ceil(q: Quantity) -> int:
     return math.ceil(q.value)
 
 
-def round_up_range(req: Quantity, p: CapacityPolicy) -> Quantity:
+INT64_MAX = 2**63 - 1
+
+
+def _milli(q: Quantity) -> int | None:
+    """The value in thousandths when it is exactly that and fits int64 (else None)."""
+    m = q.value * 1000
+    if m.denominator != 1 or abs(m.numerator) > INT64_MAX:
+        return None
+    return m.numerator
+
+
+def use_milli(p: CapacityPolicy, fractional: bool) -> bool:
+    """Whether range arithmetic runs in thousandths (DRAFractionalCapacityRange): the
+    gate is on and min, max and step are all exact in thousandths (a step of at least
+    one thousandth)."""
+    if not fractional:
+        return False
+    return all(q is None or _milli(q) is not None for q in (p.min, p.max, p.step)) and (
+        p.step is None or (_milli(p.step) or 0) >= 1)
+
+
+def _not_representable(why: str) -> AllocationError:
+    return AllocationError(f"capacity request cannot be represented in the device's range "
+                           f"arithmetic: {why}")
+
+
+def round_up_range(req: Quantity, p: CapacityPolicy, fractional: bool = True) -> Quantity:
+    """The request rounded up onto `min + k*step`: in thousandths with fractional ranges,
+    else in whole units (fractions round up first). Like upstream, a request or a
+    rounded value beyond int64 (in those units) is an error that stops the allocation."""
     assert p.min is not None
     if req.value < p.min.value:
         return p.min
     if p.step is None:
         return req
+    if use_milli(p, fractional):
+        asked = _milli(req)
+        if asked is None:
+            raise _not_representable(f"request {req} is not a representable milli value")
+        lo, step = _milli(p.min) or 0, _milli(p.step) or 1
+        n = -(-(asked - lo) // step)
+        if n > (INT64_MAX - lo) // step:
+            raise _not_representable(f"rounding request {req} up to the next step passes the "
+                                     "milli-value range")
+        return Quantity(Fraction(lo + step * n, 1000), p.step.format)
+    if req.value > INT64_MAX:
+        raise _not_representable(f"request {req} exceeds MaxInt64")
     lo, step = _ceil(p.min), _ceil(p.step)
-    n = lo + math.ceil(Fraction(_ceil(req) - lo, step)) * step
-    return Quantity(Fraction(n), p.step.format)
+    n = math.ceil(Fraction(_ceil(req) - lo, step))
+    if lo >= 0 and n > (INT64_MAX - lo) // step:
+        raise _not_representable(f"rounding request {req} up to the next step passes MaxInt64")
+    return Quantity(Fraction(lo + n * step), p.step.format)
 
 
-def consumed_amount(requested: Quantity | None, value: Quantity, p: CapacityPolicy | None) -> Quantity:
+def consumed_amount(requested: Quantity | None, value: Quantity, p: CapacityPolicy | None,
+                    fractional: bool = True) -> Quantity:
     if requested is None:
         return p.default if p is not None and p.default is not None else value
     if p is None:
         return requested
     if p.range_set and p.min is not None:
-        return round_up_range(requested, p)
+        return round_up_range(requested, p, fractional)
     if p.valid_values:
         return next((v for v in p.valid_values if v.value >= requested.value), requested)
     return requested
 
 
-def violates(amount: Quantity, p: CapacityPolicy | None) -> bool:
+def violates(amount: Quantity, p: CapacityPolicy | None, fractional: bool = True) -> bool:
     if p is None:
         return False
     if p.default is not None and amount.value == p.default.value and amount.format == p.default.format:
@@ -82,6 +126,9 @@ def violates(amount: Quantity, p: CapacityPolicy | None) -> bool:
         if p.max is not None and amount.value > p.max.value:
             return True
         if p.step is not None and p.min is not None:
+            if use_milli(p, fractional):
+                asked = _milli(amount)
+                return asked is None or (asked - (_milli(p.min) or 0)) % (_milli(p.step) or 1) != 0
             return (_ceil(amount) - _ceil(p.min)) % _ceil(p.step) != 0
         return False
     if p.valid_values:
@@ -100,7 +147,7 @@ def num(value: Fraction) -> Number:
 
 def consumption(requests: Mapping[str, Quantity], d: Candidate,
                 held: Mapping[str, Number], allocating: Mapping[str, Number],
-                ) -> dict[str, Quantity] | None:
+                fractional: bool = True) -> dict[str, Quantity] | None:
     """What D would give the request, by qualified capacity name; None when it cannot.
     `held`: what allocated claims' shares consume; `allocating`: this attempt's."""
     asked = {qualify(n, d.id.driver): q for n, q in requests.items()} if requests else {}
@@ -109,7 +156,8 @@ def consumption(requests: Mapping[str, Quantity], d: Candidate,
     out: dict[str, Quantity] = {}
     for name, text in d.capacity.items():
         requested = asked.get(name)
-        amount, value, total, bad = _amount(requested, text, d.capacity_policies.get(name))
+        amount, value, total, bad = _amount(requested, text, d.capacity_policies.get(name),
+                                            fractional)
         if value < 0:
             raise AllocationError(f"device {d.id}: capacity {name}: negative amount {amount}")
         if bad:
@@ -120,23 +168,23 @@ def consumption(requests: Mapping[str, Quantity], d: Candidate,
     return out
 
 
-_AMOUNTS: dict[tuple[int, str, int],
+_AMOUNTS: dict[tuple[int, str, int, bool],
                tuple[Quantity, Number, Number, bool, CapacityPolicy | None, Quantity | None]] = {}
 
 
 def _amount(requested: Quantity | None, text: str, policy: CapacityPolicy | None,
-            ) -> tuple[Quantity, Number, Number, bool]:
+            fractional: bool) -> tuple[Quantity, Number, Number, bool]:
     """(amount, its value, the capacity's value, whether the amount violates the policy), computed
     once per (request, capacity, policy): a claim tried on devices published alike
     rounds its amount once. The request and the policy are keyed by identity (hashing
     their quantities cost more than the rounding); the entry keeps both, so their ids
     cannot be reused while it lives. Bounded."""
-    k = (id(requested), text, id(policy))
+    k = (id(requested), text, id(policy), fractional)
     found = _AMOUNTS.get(k)
     if found is None or found[4] is not policy or found[5] is not requested:
         value = _q(text)
-        amount = consumed_amount(requested, value, policy)
-        found = (amount, num(amount.value), num(value.value), violates(amount, policy), policy,
+        amount = consumed_amount(requested, value, policy, fractional)
+        found = (amount, num(amount.value), num(value.value), violates(amount, policy, fractional), policy,
                  requested)
         if len(_AMOUNTS) >= 8192:
             _AMOUNTS.clear()

@@ -214,8 +214,10 @@ class Search:
                  in_use: Collection[DeviceID], deadline: float,
                  shares: Shares = NO_SHARES, *, joint: Joint | None = None,
                  claim_offset: int = 0,
-                 admit: Callable[[Candidate], bool] | None = None) -> None:
+                 admit: Callable[[Candidate], bool] | None = None,
+                 fractional_ranges: bool = True) -> None:
         self.claims = claims
+        self.fractional_ranges = fractional_ranges  # DRAFractionalCapacityRange
         self.node = node
         self.in_use = in_use
         self.shares = shares
@@ -388,7 +390,7 @@ class Search:
         consumed = None
         if d.allow_multiple_allocations or w.spec.capacity:
             consumed = consumption(w.spec.capacity, d, self.shares.held.get(d.id, {}),
-                                   self.allocating_capacity.get(d.id, {}))
+                                   self.allocating_capacity.get(d.id, {}), self.fractional_ranges)
             if consumed is None:
                 return False
         if not d.allow_multiple_allocations and self._busy(w, d.id):
