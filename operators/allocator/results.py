@@ -110,10 +110,13 @@ def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
             continue
         if any(w.base in cc.requests or (w.sub and w.name in cc.requests) for w in used):
             config.append(("FromClaim", list(cc.requests), cc.opaque))
-    n_requests = len(claim.requests)
+    def covers_all(reqs: list[str]) -> bool:
+        # every request of the claim is named, itself or by the subrequest it got
+        return all(w.base in reqs or (bool(w.sub) and w.name in reqs) for w in used)
+
     out = tuple(
         DeviceAllocationConfiguration(
-            source=src, requests=() if len(reqs) == n_requests else tuple(reqs), opaque=opaque)
+            source=src, requests=() if reqs and covers_all(reqs) else tuple(reqs), opaque=opaque)
         for src, reqs, opaque in config)
     return AllocationResult(results=results, config=out, node_selector=node_selector_for(picks, node))
 

@@ -284,6 +284,8 @@ class Search:
                     if self.admit is not None and not self.admit(d):
                         continue  # outside the gang's topology domain
                     if selectable(w, sl, d, self.node, claim):
+                        if consumption(w.spec.capacity, d, {}, {}, self.fractional_ranges) is None:
+                            continue  # its capacity could never serve the request (upstream)
                         if d.unsupported:
                             raise AllocationError(
                                 f"claim {claim_label(claim)}, request {w.sub or w.base}: asks "
