@@ -156,9 +156,11 @@ def run(version: str, draco: str, timeout: float = 1200) -> dict[str, Case]:
 
 
 def known() -> dict[str, dict[str, str]]:
-    """The table of cases that do not pass, per version: case -> why."""
+    """The table of cases that do not pass, per version: case -> why (the reason's text)."""
     data = json.loads(KNOWN.read_text())
-    return {version: dict(cases) for version, cases in data.get("cases", {}).items()}
+    reasons = data.get("reasons", {})
+    return {version: {case: reasons.get(key, key) for case, key in cases.items()}
+            for version, cases in data.get("cases", {}).items()}
 
 
 def summary(cases: dict[str, Case]) -> dict[str, int]:

@@ -48,6 +48,7 @@ from operators.allocator.features import (
     DEFAULT_GATES,
     GATE_NAMES,
     FeatureGates,
+    gated_inventory,
     parse_feature_gates,
 )
 from operators.allocator.nodes import NodeIndex, Placement, PodFit, candidate_nodes, place
@@ -264,7 +265,7 @@ def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequen
         if only is None:
             warn(f"node {node} is not among the input's nodes; trying it without labels")
             only = NodeInfo(node)
-    index = NodeIndex(inventory_from_tracker(tracker), nodes)
+    index = NodeIndex(gated_inventory(inventory_from_tracker(tracker), gates), nodes)
     classes = {c.name: c for c in tracker.device_classes()}
     in_use: set[DeviceID] = set(in_use_from_tracker(tracker))
     shares = shares_from_tracker(tracker)

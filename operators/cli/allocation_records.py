@@ -5,8 +5,8 @@ says why), `error` (what upstream reports as an error: a CEL runtime error, a mi
 DeviceClass, `All` over an incomplete pool, ...), `too-complex` (the time budget ran
 out) or `unreadable` (the claim itself cannot be read). `results` is the CLI's
 contract for one allocation's devices: `request`, `driver`,
-`pool`, `device`, plus `adminAccess`, `shareID`, `consumedCapacity` and the binding
-conditions when set.
+`pool`, `device`, plus `adminAccess`, `tolerations`, `shareID`, `consumedCapacity` and
+the binding conditions when set.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def results(allocation: AllocationResult) -> list[dict[str, Any]]:
                                 "device": r.device}
         if r.admin_access:
             item["adminAccess"] = True
+        if r.tolerations:  # the taints it was allowed onto, as the claim's status records them
+            item["tolerations"] = [t.to_api() for t in r.tolerations]
         if r.share_id:  # KEP-5075: one share of a device that allows multiple allocations
             item["shareID"] = r.share_id
         if r.consumed_capacity:

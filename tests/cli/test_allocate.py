@@ -26,7 +26,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     for rec in doc["claims"].values():
         assert set(rec) == RECORD_KEYS
         for r in rec["results"]:
-            assert set(r) <= {"request", "driver", "pool", "device", "adminAccess"}
+            assert set(r) <= {"request", "driver", "pool", "device", "adminAccess", "tolerations"}
             assert r.get("adminAccess", True) is True  # present only when true
     return doc
 
