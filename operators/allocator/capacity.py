@@ -55,10 +55,10 @@ INT64_MAX = 2**63 - 1
 
 def _milli(q: Quantity) -> int | None:
     """The value in thousandths when it is exactly that and fits int64 (else None)."""
-    m = q.value * 1000
-    if m.denominator != 1 or abs(m.numerator) > INT64_MAX:
+    whole, rest = divmod(q.value.numerator * 1000, q.value.denominator)  # no Fraction built
+    if rest or abs(whole) > INT64_MAX:
         return None
-    return m.numerator
+    return whole
 
 
 def use_milli(p: CapacityPolicy, fractional: bool) -> bool:
@@ -67,8 +67,17 @@ def use_milli(p: CapacityPolicy, fractional: bool) -> bool:
     one thousandth)."""
     if not fractional:
         return False
-    return all(q is None or _milli(q) is not None for q in (p.min, p.max, p.step)) and (
-        p.step is None or (_milli(p.step) or 0) >= 1)
+    found = _MILLI_RANGES.get(id(p))
+    if found is None or found[0] is not p:  # keyed by identity, kept alive by the entry
+        exact = all(q is None or _milli(q) is not None for q in (p.min, p.max, p.step)) and (
+            p.step is None or (_milli(p.step) or 0) >= 1)
+        if len(_MILLI_RANGES) >= 8192:
+            _MILLI_RANGES.clear()
+        found = _MILLI_RANGES[id(p)] = (p, exact)
+    return found[1]
+
+
+_MILLI_RANGES: dict[int, tuple[CapacityPolicy, bool]] = {}
 
 
 def _not_representable(why: str) -> AllocationError:
