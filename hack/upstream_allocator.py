@@ -29,6 +29,7 @@ from pathlib import Path
 from cluster_build import (
     ClusterError,
     build_component,
+    cache_root,
     go_env,
     module_dir,
     run_go,
@@ -107,7 +108,11 @@ def build(version: str) -> Path:
         run_go(["test", "-c", "-o", str(out / "suite.test"), "./structured/internal/draco"],
                source, log)
         shutil.rmtree(source, ignore_errors=True)
-    return build_component(COMPONENT, f"{version}-{adapter_version()}", steps)
+    built = build_component(COMPONENT, f"{version}-{adapter_version()}", steps)
+    for stale in cache_root().glob(f"{COMPONENT}-{version}-*"):  # an older adapter's binary
+        if stale != built and (stale / ".stamp").exists():
+            shutil.rmtree(stale, ignore_errors=True)
+    return built
 
 
 @dataclass
