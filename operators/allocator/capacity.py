@@ -85,7 +85,7 @@ def _not_representable(why: str) -> AllocationError:
                            f"arithmetic: {why}")
 
 
-def round_up_range(req: Quantity, p: CapacityPolicy, fractional: bool = True) -> Quantity:
+def round_up_range(req: Quantity, p: CapacityPolicy, fractional: bool = False) -> Quantity:
     """The request rounded up onto `min + k*step`: in thousandths with fractional ranges,
     else in whole units (fractions round up first). Like upstream, a request or a
     rounded value beyond int64 (in those units) is an error that stops the allocation."""
@@ -114,7 +114,7 @@ def round_up_range(req: Quantity, p: CapacityPolicy, fractional: bool = True) ->
 
 
 def consumed_amount(requested: Quantity | None, value: Quantity, p: CapacityPolicy | None,
-                    fractional: bool = True) -> Quantity:
+                    fractional: bool = False) -> Quantity:
     if requested is None:
         return p.default if p is not None and p.default is not None else value
     if p is None:
@@ -126,7 +126,7 @@ def consumed_amount(requested: Quantity | None, value: Quantity, p: CapacityPoli
     return requested
 
 
-def violates(amount: Quantity, p: CapacityPolicy | None, fractional: bool = True) -> bool:
+def violates(amount: Quantity, p: CapacityPolicy | None, fractional: bool = False) -> bool:
     if p is None:
         return False
     if p.default is not None and amount.value == p.default.value and amount.format == p.default.format:
@@ -156,7 +156,7 @@ def num(value: Fraction) -> Number:
 
 def consumption(requests: Mapping[str, Quantity], d: Candidate,
                 held: Mapping[str, Number], allocating: Mapping[str, Number],
-                fractional: bool = True) -> dict[str, Quantity] | None:
+                fractional: bool = False) -> dict[str, Quantity] | None:
     """What D would give the request, by qualified capacity name; None when it cannot.
     `held`: what allocated claims' shares consume; `allocating`: this attempt's."""
     asked = {qualify(n, d.id.driver): q for n, q in requests.items()} if requests else {}

@@ -69,6 +69,7 @@ from operators.allocator.nodes import (
     filter_shape,
     place,
 )
+from operators.allocator.nomination import NOMINATION_ANNOTATION
 from operators.allocator.pod_claims import (
     GATE,
     Blocked,
@@ -79,6 +80,7 @@ from operators.allocator.pod_claims import (
     Work,
     pod_work,
 )
+from operators.allocator.preempt_loop import PreemptionWork
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.pod_reports import PodReporter, Reported
@@ -93,6 +95,7 @@ from operators.tracker.gangs import GANG_KINDS
 log = structlog.get_logger("draco.allocator")
 
 CONDITION = "DracoAllocation"
+PREEMPTING = "WaitingForPreemption"
 REASONS = {"unsatisfiable": "Unschedulable", "error": "AllocationError", "too-complex": "TooComplex"}
 UNSCHEDULABLE = "Unschedulable"
 IDLE = 60.0
@@ -114,9 +117,13 @@ class AllocatorSettings:
     hold_ttl: float = DEFAULT_TTL
     gate: str = GATE
     binding_timeout: float = BINDING_TIMEOUT_S  # KEP-5007: kube-scheduler's default bindingTimeout
+    preemption: bool = False  # evict lower-priority pods for a gated pod that does not fit
+    nomination_timeout: float = 300.0  # seconds a nomination keeps its devices
+    use_eviction_api: bool = False  # victims through policy/v1 Eviction (budgets enforced)
+    budgets_refresh: float = 30.0  # seconds between reads of PodDisruptionBudgets
 
 
-class AllocatorController(KeyedPassLoop, GangWork):
+class AllocatorController(KeyedPassLoop, GangWork, PreemptionWork):
     name = "allocator"
 
     def __init__(self, tracker: Tracker, client: KubeClient, settings: AllocatorSettings | None = None,
@@ -151,6 +158,8 @@ class AllocatorController(KeyedPassLoop, GangWork):
         self.passes = 0
         self._rescan = True
         self._gang_init()
+        self._preempt_init()
+        self._budgets_at = -1e9
         self._init_loop()
 
     def resync(self) -> None:
@@ -241,6 +250,10 @@ class AllocatorController(KeyedPassLoop, GangWork):
             keys = {p.key for p in self.tracker.pods() if p.has_gate(self.settings.gate)}
             self.gang_queue |= self.gang_members.rescan(self.tracker)
         self._gang_step()  # gangs first: a pass never gives their devices to single pods
+        if self.settings.preemption and self.unsatisfied and \
+                now - self._budgets_at >= self.settings.budgets_refresh:
+            self._budgets_at = now
+            await self._load_budgets()  # victim selection orders by disruption budgets
         keys |= self.pending
         self.pending = set()
         keys |= {k for k, when in self.retry_at.items() if when <= now}
@@ -268,6 +281,7 @@ class AllocatorController(KeyedPassLoop, GangWork):
                             self.settings.binding_timeout)
             if isinstance(work, NotOurs):
                 self._forget(key)
+                self._nomination_forgotten(key)
                 return
             if self._deferred(key, now):
                 return
@@ -278,6 +292,7 @@ class AllocatorController(KeyedPassLoop, GangWork):
                 self._spawn(key, self._release(key, work))
                 return
             if isinstance(work, Done):
+                self._nomination_done(key, work.uid)
                 if work.deadline is not None:  # looked at again when the binding times out
                     self.binding_at[key] = now + max((work.deadline - self.clock()).total_seconds(), 0)
                 self.unsatisfied.pop(key, None)
@@ -292,6 +307,8 @@ class AllocatorController(KeyedPassLoop, GangWork):
                 return
             if self._gang_of(key) is not None and work.pending:
                 return  # decided with its gang (queued when the pod or its gang changed)
+            if self.settings.preemption:
+                self._note_nomination(work.pod)
             self._decide(key, work)
 
     def _decide(self, key: NamespacedName, work: Work) -> None:
@@ -303,6 +320,15 @@ class AllocatorController(KeyedPassLoop, GangWork):
             placement = self._place(work)
             if not placement.allocated:
                 outcome = placement.outcome
+                if self.settings.preemption and outcome.status == "unsatisfiable" and \
+                        self._preempt(key, work.pod, self._node_index(), self._nominated_from(
+                            key, self._reserved_from(key, self._current_in_use()))):
+                    self.unsatisfied[key] = work.uid  # decided again as the victims go
+                    self._spawn(key, self._report(
+                        key, work.uid, PREEMPTING, f"{outcome.reason or outcome.status}; "
+                        "lower-priority pods are being preempted for it (see the "
+                        f"{NOMINATION_ANNOTATION} annotation)"))
+                    return
                 reason = REASONS.get(outcome.status, UNSCHEDULABLE)
                 OUTCOMES.labels(outcome=reason).inc()
                 self.unsatisfied[key] = work.uid
@@ -332,7 +358,8 @@ class AllocatorController(KeyedPassLoop, GangWork):
         allowed, refused = found
         view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
         view.nodes = allowed
-        in_use = self._reserved_from(work.pod.meta.key, self._current_in_use())
+        in_use = self._nominated_from(work.pod.meta.key,
+                                      self._reserved_from(work.pod.meta.key, self._current_in_use()))
         placement = place(list(work.pending), view, self._classes, in_use,
                           self.settings.budget, refused=refused, start=self._next_start,
                           shares=self._current_shares())

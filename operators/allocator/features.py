@@ -24,7 +24,9 @@ class FeatureGates:
     consumable_capacity: bool = True  # beta, on since 1.36
     device_binding_conditions: bool = True  # beta, on since 1.36
     device_taints: bool = True  # GA in 1.37
-    fractional_capacity_range: bool = True  # beta, on in 1.37
+    # beta in 1.37 but on only from compatibility version 1.37: a 1.37 kube-scheduler
+    # (compatibility version 1.36 by default) runs with it off, as its differential shows
+    fractional_capacity_range: bool = False
     partitionable_devices: bool = True  # beta, on since 1.36
     prioritized_list: bool = True  # GA and locked on in 1.37
 

@@ -32,6 +32,9 @@ def settings_from(settings: Any) -> AllocatorSettings:
         retry_after=float(getattr(settings, "allocator_retry_after", 5.0)),
         report_interval=float(getattr(settings, "allocator_report_interval", 60.0)),
         hold_ttl=float(getattr(settings, "allocator_hold_ttl", DEFAULT_TTL)),
+        preemption=bool(getattr(settings, "preemption", False)),
+        nomination_timeout=float(getattr(settings, "nomination_timeout", 300.0)),
+        use_eviction_api=bool(getattr(settings, "use_eviction_api", False)),
     )
 
 

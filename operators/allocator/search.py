@@ -215,7 +215,7 @@ class Search:
                  shares: Shares = NO_SHARES, *, joint: Joint | None = None,
                  claim_offset: int = 0,
                  admit: Callable[[Candidate], bool] | None = None,
-                 fractional_ranges: bool = True) -> None:
+                 fractional_ranges: bool = False) -> None:
         self.claims = claims
         self.fractional_ranges = fractional_ranges  # DRAFractionalCapacityRange
         self.node = node

@@ -19,7 +19,8 @@ from typing import Any
 
 from operators.allocator import DEFAULT_BUDGET_S, in_use_from_tracker, inventory_from_tracker
 from operators.allocator.nodes import NodeIndex
-from operators.allocator.preemption import Preemption, Running, select_victims
+from operators.allocator.preemption import Preemption, select_victims
+from operators.allocator.preemption_inputs import gang_units, running_pods
 from operators.cli.allocate_gang import member_of
 from operators.cli.allocation_records import nodes_from
 from operators.cli.inputs import UsageError
@@ -27,7 +28,6 @@ from operators.cli.output import render_table, warn
 from operators.model import ModelError, NamespacedName
 from operators.model.disruption import DisruptionBudget, parse_disruption_budget
 from operators.tracker import Tracker
-from operators.tracker.gangs import GangMembers, gang_overlay, placed
 
 
 def budgets_from(objects: Iterable[dict[str, Any]]) -> list[DisruptionBudget]:
@@ -38,38 +38,6 @@ def budgets_from(objects: Iterable[dict[str, Any]]) -> list[DisruptionBudget]:
                 out.append(parse_disruption_budget(obj))
             except ModelError as e:
                 warn(f"{e}; skipped (its pods count as unprotected)")
-    return out
-
-
-def running_pods(tracker: Tracker) -> list[Running]:
-    """Pods holding allocated claims: bound, or ungated (a gated pod holds none yet)."""
-    out = []
-    for pod in tracker.pods():
-        if pod.terminal or pod.meta.deleting or not pod.resource_claims:
-            continue
-        claims = [c for k in pod.claim_keys() if (c := tracker.claim(k)) is not None
-                  and c.allocation is not None]
-        if claims and (pod.node_name or not pod.scheduling_gates):
-            out.append(Running(pod, tuple(claims)))
-    return out
-
-
-def gang_units(tracker: Tracker) -> dict[str, tuple[str, ...]]:
-    """A member of a gang goes with its gang's placed members, unless the gang keeps
-    minCount placed members without it."""
-    gangs = gang_overlay(tracker)
-    members = GangMembers()
-    members.rescan(tracker)
-    out: dict[str, tuple[str, ...]] = {}
-    for key, pods in members.pods.items():
-        gang = gangs.gang(*key) if gangs is not None else None
-        if gang is None:
-            continue
-        keys = sorted(k for k in pods if (p := tracker.pod(k)) is not None and placed(tracker, p))
-        labels = tuple(f"{k.namespace}/{k.name}" for k in keys)
-        if len(labels) - 1 < gang.min_count:
-            for label in labels:
-                out[label] = labels
     return out
 
 

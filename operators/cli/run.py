@@ -67,6 +67,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--narrowing-timeout", type=seconds, default=300.0, metavar="SECONDS",
                         help="seconds after a gated pod's creation before claims that are still not "
                              "allocated and reserved for it are reported on the pod (default 300)")
+    parser.add_argument("--preemption", action="store_true",
+                        help="let the allocator evict lower-priority pods whose devices a gated pod "
+                             "needs (off by default; the nomination is kept on the preemptor pod)")
+    parser.add_argument("--nomination-timeout", type=seconds, default=300.0, metavar="SECONDS",
+                        help="how long a preemption's nomination keeps its devices for the preemptor "
+                             "before the victims are chosen again (default 300)")
     parser.add_argument("--allocation-timeout", type=seconds, default=10.0, metavar="SECONDS",
                         help="the allocator's time budget for one pod's claims; past it the pod is "
                              "reported as TooComplex and nothing is written (default 10)")
@@ -348,7 +354,7 @@ def run(args: argparse.Namespace) -> int:
         "draco starting", version=version(), controllers=controllers, server=server,
         qps=args.qps, burst=args.burst, eviction_workers=args.eviction_workers,
         grace_period=args.grace_period, use_eviction_api=args.use_eviction_api,
-        slice_taints=args.slice_taints, device_taints=_device_taints(),
+        preemption=args.preemption, slice_taints=args.slice_taints, device_taints=_device_taints(),
         metrics=f"http://{args.metrics_address}:{args.metrics_port}/metrics" if args.metrics_port else None,
         health=f"http://{args.health_address}:{args.health_port}/readyz" if args.health_port else None,
         leader_elect=args.leader_elect, event_loop="uvloop" if loop_factory() else "asyncio")

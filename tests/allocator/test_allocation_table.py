@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from operators.allocator import allocate
+from operators.allocator.features import parse_feature_gates
 from tests.allocator.build import case_inputs, case_shares
 
 CASES: list[dict[str, Any]] = yaml.safe_load(
@@ -42,8 +43,9 @@ def _results(api: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_allocation_table(case: dict[str, Any]) -> None:
     claims, node, inventory, classes, in_use = case_inputs(case)
+    gates = parse_feature_gates(case.get("gates", ""))
     outcome = allocate(claims, node, inventory, classes, in_use, budget_s=case.get("budget", 10.0),
-                       shares=case_shares(case))
+                       shares=case_shares(case), features=gates)
     expect = case["expect"]
     assert outcome.status == expect["status"], outcome.reason
     if "reason" in expect:

@@ -39,7 +39,7 @@ def test_results_carry_the_tolerations_the_claim_used(
 
 
 def test_feature_gates_default_to_1_37_and_parse_as_upstream_spells_them() -> None:
-    assert DEFAULT_GATES.prioritized_list and DEFAULT_GATES.fractional_capacity_range
+    assert DEFAULT_GATES.prioritized_list and not DEFAULT_GATES.fractional_capacity_range
     gates = parse_feature_gates("DRADeviceTaints=false, DRAPrioritizedList=False,"
                                 "DRAResourceClaimDeviceStatus=true")
     assert not gates.device_taints and not gates.prioritized_list and gates.admin_access

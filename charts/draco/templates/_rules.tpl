@@ -101,7 +101,20 @@ controllers with low-level event handlers only, so it patches nothing of its own
   verbs: [list, watch]
 - apiGroups: [""]
   resources: [pods/status]
-  verbs: [patch]  # the DracoAllocation condition
+  verbs: [patch]  # the DracoAllocation condition; DisruptionTarget on preemption victims
+{{- if .Values.controllers.allocator.preemption }}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [patch, delete]  # patch: the nomination annotation on the preemptor; delete: victims
+{{- if .Values.controllers.eviction.useEvictionAPI }}
+- apiGroups: [""]
+  resources: [pods/eviction]
+  verbs: [create]  # victims through policy/v1 Eviction
+{{- end }}
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [list]  # victim selection orders by disruption budgets
+{{- end }}
 - apiGroups: [""]
   resources: [nodes]
   verbs: [list, watch]  # which nodes reach which devices

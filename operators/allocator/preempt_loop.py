@@ -1,0 +1,278 @@
+"""Preemption in the allocator controller (opt-in: `draco run --preemption`, the chart's
+`preemption.enabled`): the shell around `allocator.preemption.select_victims`.
+
+When a gated pod's claims cannot be allocated (unsatisfiable, not an error), its
+`preemptionPolicy` is not `Never`, and lower-priority running pods hold devices that
+would let it fit, draco
+
+1. records the nomination on the preemptor pod (`allocator.nomination`) before any
+   victim is touched: the nominated devices, the victims, a deadline;
+2. evicts the victims as the eviction controller does: `DisruptionTarget` condition
+   (reason `PreemptionByDraco`), then a graceful delete with the pod's own grace period
+   (or a policy/v1 Eviction with `--use-eviction-api`), guarded by the victim's UID;
+   an Event on the victim (`Preempted`) and on the preemptor (`Preempting`);
+3. keeps the nominated devices from every other pod it allocates while the nomination
+   stands; the preemptor is allocated on them as soon as the victims' claims are
+   released, then narrowed and ungated as any pod.
+
+The nomination ends when the preemptor is allocated (the annotation is removed), is
+deleted (the annotation goes with it) or its deadline passes (removed; the pod may be
+nominated anew, with victims chosen again). A draco that starts or takes over reads
+standing nominations from the gated pods it decides and finishes them: the same victims,
+no new ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from prometheus_client import Counter, Gauge
+
+from operators.allocator.nodes import NodeIndex
+from operators.allocator.nomination import (
+    NOMINATION_ANNOTATION,
+    Nomination,
+    nominated_devices,
+    nomination_of,
+)
+from operators.allocator.preemption import select_victims
+from operators.allocator.preemption_inputs import gang_units, running_pods
+from operators.kube.client import KubeClient
+from operators.kube.conditions import rfc3339
+from operators.kube.pod_reports import PodReporter
+from operators.model import DeviceClass, DeviceID, ModelError, NamespacedName, Pod
+from operators.model.disruption import DisruptionBudget, parse_disruption_budget
+from operators.tracker import Tracker
+
+log = structlog.get_logger("draco.allocator")
+
+PREEMPTIONS = Counter("draco_preemptions_total",
+                      "Preemptions of the allocator, by outcome: nominated, allocated (the "
+                      "preemptor got its devices), expired (the deadline passed).", ["outcome"])
+VICTIMS = Counter("draco_preemption_victims_total",
+                  "Pods the allocator evicted so that a higher-priority gated pod fits.")
+NOMINATION_AGE = Gauge("draco_nomination_oldest_age_seconds",
+                       "Age of the oldest standing nomination (0 when none).")
+PREEMPTION_REASON = "PreemptionByDraco"
+
+
+class Nominated(Collection[DeviceID]):
+    """In use, plus the devices nominated for other pods."""
+
+    def __init__(self, base: Collection[DeviceID], extra: frozenset[DeviceID]) -> None:
+        self.base, self.extra = base, extra
+
+    def __contains__(self, device: object) -> bool:
+        return device in self.extra or device in self.base
+
+    def __iter__(self) -> Iterator[DeviceID]:
+        yield from self.base
+        yield from (d for d in self.extra if d not in self.base)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class PreemptionWork:
+    """Mixed into AllocatorController (tracker, client, settings, clock, reports, the
+    node index and the background task machinery)."""
+
+    tracker: Tracker
+    client: KubeClient
+    settings: Any
+    reports: PodReporter
+    _classes: dict[str, DeviceClass]
+
+    def _preempt_init(self) -> None:
+        self.nominations: dict[NamespacedName, Nomination] = {}
+        self.evicted: set[str] = set()  # victim UIDs whose eviction was accepted
+
+    # -- hooks the controller calls ------------------------------------------------------
+
+    def _note_nomination(self, pod: Pod) -> None:
+        """Keep the pod's nomination as the API has it (a new leader learns it here)."""
+        nomination = nomination_of(pod)
+        if nomination is None:
+            self.nominations.pop(pod.meta.key, None)
+        else:
+            self.nominations[pod.meta.key] = nomination
+        self._age()
+
+    def _nominated_from(self, key: NamespacedName, in_use: Collection[DeviceID]) -> Collection[DeviceID]:
+        """IN_USE for pod KEY, plus the devices standing nominations promise to others."""
+        if not self.nominations:
+            return in_use
+        others = ((k, n) for k, n in self.nominations.items() if k != key)
+        extra = frozenset(nominated_devices(others, self.clock()))  # type: ignore[attr-defined]
+        return Nominated(in_use, extra) if extra else in_use
+
+    def _nomination_done(self, key: NamespacedName, uid: str) -> None:
+        """The preemptor is allocated: its nomination ends."""
+        if self.nominations.pop(key, None) is not None:
+            PREEMPTIONS.labels(outcome="allocated").inc()
+            self._age()
+            self._background(self._clear(key, uid))  # type: ignore[attr-defined]
+
+    def _nomination_forgotten(self, key: NamespacedName) -> None:
+        if self.nominations.pop(key, None) is not None:
+            self._age()
+
+    def _preempt(self, key: NamespacedName, pod: Pod, index: NodeIndex,
+                 in_use: Collection[DeviceID]) -> bool:
+        """Called when POD cannot be allocated. True: a nomination stands (victims are
+        going); False: preemption does not help, report as unschedulable."""
+        now = self.clock()  # type: ignore[attr-defined]
+        standing = self.nominations.get(key)
+        if standing is not None and not standing.expired(now):
+            self._spawn_evictions(key, pod, standing)
+            return True
+        if standing is not None:  # the deadline passed: choose again, from scratch
+            self.nominations.pop(key, None)
+            PREEMPTIONS.labels(outcome="expired").inc()
+            self._background(self._clear(key, pod.meta.uid))  # type: ignore[attr-defined]
+        if pod.preemption_policy == "Never":
+            return False
+        member_claims = [c for k in pod.claim_keys() if (c := self.tracker.claim(k)) is not None]
+        pending = [c for c in member_claims if c.allocation is None]
+        allocated = [c for c in member_claims if c.allocation is not None]
+        if not pending:
+            return False
+        decision = select_victims(pod, pending, allocated, running_pods(self.tracker), index,
+                                  self._classes, in_use, self.tracker.claims(),
+                                  self._budgets(), gang_units(self.tracker),
+                                  self.settings.budget)
+        if decision.verdict != "preempt":
+            return False
+        nomination = Nomination(
+            decision.node, tuple(sorted({_device(d) for d in decision.devices})),
+            tuple(sorted(_victim(v) for v in decision.victims)),
+            now + timedelta(seconds=self.settings.nomination_timeout))
+        self.nominations[key] = nomination
+        self._age()
+        PREEMPTIONS.labels(outcome="nominated").inc()
+        self._spawn(key, self._nominate(key, pod.meta.uid, nomination, decision.reason))  # type: ignore[attr-defined]
+        return True
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def _nominate(self, key: NamespacedName, uid: str, nomination: Nomination,
+                        why: str) -> None:
+        """The nomination first, then the victims: a draco that dies in between leaves
+        a nomination the next one finishes."""
+        path = f"/api/v1/namespaces/{key.namespace}/pods/{key.name}"
+        resp = await self.client.merge_patch(path, {"metadata": {
+            "uid": uid, "annotations": {NOMINATION_ANNOTATION: nomination.to_annotation()}}})
+        if not resp.ok:
+            log.warning("cannot record the nomination; deciding again later", kind="Pod",
+                        namespace=key.namespace, name=key.name, status=resp.status)
+            self.nominations.pop(key, None)
+            self._retry(key)  # type: ignore[attr-defined]
+            return
+        victims = ", ".join(f"{v.namespace}/{v.name}" for v in nomination.victims)
+        log.info("preempting", kind="Pod", namespace=key.namespace, name=key.name,
+                 victims=victims, node=nomination.node, devices=[str(d) for d in nomination.devices])
+        await self.reports.event(key, uid, "Preempting",
+                                 f"evicting {victims} for devices "
+                                 f"{', '.join(str(d) for d in nomination.devices)}: {why}")
+        await self._evict_all(key, nomination)
+
+    def _spawn_evictions(self, key: NamespacedName, pod: Pod, nomination: Nomination) -> None:
+        """A standing nomination whose victims are not all gone (a new leader, a failed
+        eviction): evict those that remain, and no one else."""
+        if any(self._victim_pod(v) is not None for v in nomination.victims):
+            self._spawn(key, self._evict_all(key, nomination))  # type: ignore[attr-defined]
+
+    def _victim_pod(self, key: NamespacedName) -> Pod | None:
+        pod = self.tracker.pod(key)
+        if pod is None or pod.terminal or pod.meta.deleting or pod.meta.uid in self.evicted:
+            return None
+        return pod
+
+    async def _evict_all(self, key: NamespacedName, nomination: Nomination) -> None:
+        for victim in nomination.victims:
+            pod = self._victim_pod(victim)
+            if pod is not None:
+                await self._evict(pod, key)
+
+    async def _evict(self, pod: Pod, preemptor: NamespacedName) -> None:
+        ns, name, uid = pod.meta.namespace, pod.meta.name, pod.meta.uid
+        path = f"/api/v1/namespaces/{ns}/pods/{name}"
+        message = f"preempted by draco for the higher-priority pod {preemptor.namespace}/{preemptor.name}"
+        cond = {"type": "DisruptionTarget", "status": "True", "reason": PREEMPTION_REASON,
+                "message": message, "lastTransitionTime": rfc3339(self.clock())}  # type: ignore[attr-defined]
+        patched = await self.client.strategic_patch(
+            f"{path}/status", {"metadata": {"uid": uid}, "status": {"conditions": [cond]}})
+        if patched.status in (404, 409):
+            return
+        if not patched.ok:
+            log.warning("cannot mark the victim", kind="Pod", namespace=ns, name=name,
+                        status=patched.status)
+            return
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        if self.settings.use_eviction_api:
+            resp = await self.client.post(f"{path}/eviction", {
+                "apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": name, "namespace": ns}, "deleteOptions": options})
+        else:
+            resp = await self.client.delete(path, options)
+        if resp.ok:
+            self.evicted.add(uid)
+            VICTIMS.inc()
+            log.info("evicted a preemption victim", kind="Pod", namespace=ns, name=name,
+                     preemptor=f"{preemptor.namespace}/{preemptor.name}")
+            await self.reports.event(pod.meta.key, uid, "Preempted", message, "Warning")
+        elif resp.status not in (404, 409):
+            log.warning("cannot evict the victim; trying again on the next decision",
+                        kind="Pod", namespace=ns, name=name, status=resp.status)
+
+    async def _clear(self, key: NamespacedName, uid: str) -> None:
+        path = f"/api/v1/namespaces/{key.namespace}/pods/{key.name}"
+        resp = await self.client.merge_patch(path, {"metadata": {
+            "uid": uid, "annotations": {NOMINATION_ANNOTATION: None}}})
+        if not resp.ok and resp.status not in (404, 409):
+            log.warning("cannot remove the nomination", kind="Pod", namespace=key.namespace,
+                        name=key.name, status=resp.status)
+
+    # -- reads --------------------------------------------------------------------------
+
+    def _budgets(self) -> list[DisruptionBudget]:
+        """The PodDisruptionBudgets victim selection orders by, as the tracker has none:
+        read at decision time by the caller (see `_load_budgets`)."""
+        return list(getattr(self, "budgets", ()))
+
+    async def _load_budgets(self) -> None:
+        """Refreshed before a preemption decision; a failure leaves the last list (the
+        API server still enforces budgets with --use-eviction-api)."""
+        resp = await self.client.get("/apis/policy/v1/poddisruptionbudgets")
+        if not resp.ok or not isinstance(resp.body, dict):
+            return
+        budgets = []
+        for item in resp.body.get("items") or []:
+            try:
+                budgets.append(parse_disruption_budget({"kind": "PodDisruptionBudget", **item}))
+            except ModelError as e:
+                log.warning("cannot read a PodDisruptionBudget; its pods count as unprotected",
+                            why=str(e))
+        self.budgets = budgets
+
+    def _age(self) -> None:
+        now: datetime = self.clock()  # type: ignore[attr-defined]
+        timeout = timedelta(seconds=self.settings.nomination_timeout)
+        ages = [(now - (n.deadline - timeout)).total_seconds() for n in self.nominations.values()]
+        NOMINATION_AGE.set(max(ages, default=0.0))
+
+
+def _device(text: str) -> DeviceID:
+    driver, pool, device = text.rsplit("/", 2)
+    return DeviceID(driver, pool, device)
+
+
+def _victim(text: str) -> NamespacedName:
+    ns, _, name = text.partition("/")
+    return NamespacedName(ns, name)
+
+
+__all__ = ["NOMINATION_AGE", "PREEMPTIONS", "PREEMPTION_REASON", "VICTIMS", "PreemptionWork"]
