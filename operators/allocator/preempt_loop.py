@@ -259,6 +259,8 @@ class PreemptionWork:
         self.budgets = budgets
 
     def _age(self) -> None:
+        if not self.nominations:
+            self.evicted.clear()  # only standing nominations' victims matter: bounded by them
         now: datetime = self.clock()  # type: ignore[attr-defined]
         timeout = timedelta(seconds=self.settings.nomination_timeout)
         ages = [(now - (n.deadline - timeout)).total_seconds() for n in self.nominations.values()]
