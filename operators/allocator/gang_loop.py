@@ -70,7 +70,8 @@ class Reservation:
 
 
 class Reserved(Collection[DeviceID]):
-    """In use, plus what waiting gangs reserve from the pod being decided."""
+    """In use, plus what waiting gangs reserve (or nominations promise) away from the pod
+    being decided."""
 
     def __init__(self, base: Collection[DeviceID], extra: frozenset[DeviceID]) -> None:
         self.base, self.extra = base, extra

@@ -24,13 +24,14 @@ no new ones.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
 from prometheus_client import Counter, Gauge
 
+from operators.allocator.gang_loop import Reserved
 from operators.allocator.nodes import NodeIndex
 from operators.allocator.nomination import (
     NOMINATION_ANNOTATION,
@@ -57,23 +58,6 @@ VICTIMS = Counter("draco_preemption_victims_total",
 NOMINATION_AGE = Gauge("draco_nomination_oldest_age_seconds",
                        "Age of the oldest standing nomination (0 when none).")
 PREEMPTION_REASON = "PreemptionByDraco"
-
-
-class Nominated(Collection[DeviceID]):
-    """In use, plus the devices nominated for other pods."""
-
-    def __init__(self, base: Collection[DeviceID], extra: frozenset[DeviceID]) -> None:
-        self.base, self.extra = base, extra
-
-    def __contains__(self, device: object) -> bool:
-        return device in self.extra or device in self.base
-
-    def __iter__(self) -> Iterator[DeviceID]:
-        yield from self.base
-        yield from (d for d in self.extra if d not in self.base)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 class PreemptionWork:
@@ -107,7 +91,7 @@ class PreemptionWork:
             return in_use
         others = ((k, n) for k, n in self.nominations.items() if k != key)
         extra = frozenset(nominated_devices(others, self.clock()))  # type: ignore[attr-defined]
-        return Nominated(in_use, extra) if extra else in_use
+        return Reserved(in_use, extra) if extra else in_use  # in use, plus others' nominations
 
     def _nomination_done(self, key: NamespacedName, uid: str) -> None:
         """The preemptor is allocated: its nomination ends."""
