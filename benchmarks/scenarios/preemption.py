@@ -16,8 +16,8 @@ from typing import Any
 from operators.allocator import in_use_from_tracker, inventory_from_tracker
 from operators.allocator import preemption as pre
 from operators.allocator.nodes import NodeIndex
+from operators.allocator.preemption_inputs import gang_units, running_pods
 from operators.cli.allocate_gang import member_of
-from operators.cli.allocate_preempt import gang_units, running_pods
 from operators.cli.allocation_records import nodes_from
 from operators.cli.state import build_tracker
 from operators.model import NamespacedName
