@@ -114,6 +114,51 @@ def _importance(r: Running) -> tuple[int, float]:
     return (-r.pod.priority, started)
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What victim selection derives from the cluster's claims and running pods, whoever
+    the preemptor: computed once per state (`prepare`) and shared by every preemptor
+    decided against it, so that one decision costs the nodes it looks at, not the
+    cluster's claims."""
+
+    running: Mapping[str, Running]  # label -> pod with its allocated claims
+    consumers: Mapping[NamespacedName, frozenset[str]]  # claim -> pods (and groups) using it
+    sharing: Mapping[NamespacedName, ResourceClaim]  # claims holding shares
+    # device -> (pod label, the highest priority among the consumers of the claim it holds
+    # the device through): the pod frees it for a preemptor of higher priority than that
+    holders: Mapping[DeviceID, tuple[tuple[str, int], ...]]
+    base_shares: Shares
+
+
+def prepare(running: Iterable[Running], all_claims: Iterable[ResourceClaim]) -> Prepared:
+    claims_all = list(all_claims)
+    by_label = {r.label: r for r in running if not r.pod.terminal and not r.pod.meta.deleting}
+    sharing = {c.meta.key: c for c in claims_all if c.allocation is not None
+               and any(r.share_id for r in c.allocation.results)}
+    consumers: dict[NamespacedName, frozenset[str]] = {}
+    for c in claims_all:
+        if c.allocation is not None:
+            users = {f"{c.namespace}/{r.name}" for r in c.reserved_for if r.is_pod}
+            for ref in c.reserved_for:
+                if ref.is_pod_group:  # KEP-5729: the group keeps it whatever pod goes
+                    users.add(f"podgroup:{ref.name}")
+            consumers[c.meta.key] = frozenset(users)
+    holders: dict[DeviceID, list[tuple[str, int]]] = {}
+    never = 1 << 62  # a consumer that is no running pod (a group, a pod gone) never frees it
+    for label, held in by_label.items():
+        for c in held.claims:
+            if c.allocation is None:
+                continue
+            using = consumers.get(c.meta.key, frozenset())
+            top = max((by_label[u].pod.priority if u in by_label else never for u in using),
+                      default=held.pod.priority)
+            for res in c.allocation.results:
+                if not res.admin_access and not res.share_id:
+                    holders.setdefault(res.id, []).append((label, top))
+    return Prepared(by_label, consumers, sharing,
+                    {d: tuple(h) for d, h in holders.items()}, shares_from_claims(claims_all))
+
+
 def select_victims(
     preemptor: Pod,
     pending: Sequence[ResourceClaim],
@@ -126,10 +171,13 @@ def select_victims(
     budgets: Sequence[DisruptionBudget] = (),
     units: Mapping[str, tuple[str, ...]] | None = None,
     budget_s: float = 10.0,
+    prepared: Prepared | None = None,
 ) -> Preemption:
-    """UNITS: pods that go together (a gang member -> every member that goes with it)."""
-    claims_all = list(all_claims)
-    base_shares = shares_from_claims(claims_all)
+    """UNITS: pods that go together (a gang member -> every member that goes with it).
+    PREPARED: `prepare(running, all_claims)`, when the caller decides several preemptors
+    against one state (RUNNING and ALL_CLAIMS are then not read)."""
+    ready = prepared if prepared is not None else prepare(running, all_claims)
+    base_shares = ready.base_shares
     allowed, refused = candidate_nodes(index.nodes, [PodFit(preemptor, tuple(allocated))])
     view = copy.copy(index)
     view.nodes = allowed
@@ -141,30 +189,14 @@ def select_victims(
                           allocations=first.outcome.allocations)
     if preemptor.preemption_policy == "Never":
         return Preemption("impossible", reason="the pod's preemptionPolicy is Never")
-    running_all = list(running)
-    lower = {r.label: r for r in running_all if r.pod.priority < preemptor.priority
-             and not r.pod.terminal and not r.pod.meta.deleting}
-    if not lower:
+    priority = preemptor.priority
+    lower = _Lower(ready.running, priority)
+    if not any(r.pod.priority < priority for r in ready.running.values()):
         return Preemption("impossible", reason=f"no running pod has a lower priority than "
                                                f"{preemptor.priority}")
-    sharing = {c.meta.key: c for c in claims_all if c.allocation is not None
-               and any(r.share_id for r in c.allocation.results)}
-    consumers: dict[NamespacedName, frozenset[str]] = {}
-    for c in claims_all:
-        if c.allocation is not None:
-            users = {f"{c.namespace}/{r.name}" for r in c.reserved_for if r.is_pod}
-            for ref in c.reserved_for:
-                if ref.is_pod_group:  # KEP-5729: the group keeps it whatever pod goes
-                    users.add(f"podgroup:{ref.name}")
-            consumers[c.meta.key] = frozenset(users)
+    sharing, consumers = ready.sharing, ready.consumers
     groups = units or {}
-    holders: dict[DeviceID, list[str]] = {}  # device -> the lower-priority pods that hold it
-    for label, held in lower.items():
-        for c in held.claims:
-            if c.allocation is not None and consumers.get(c.meta.key, frozenset()) <= lower.keys():
-                for res in c.allocation.results:
-                    if not res.admin_access and not res.share_id:
-                        holders.setdefault(res.id, []).append(label)
+    holders = _Holders(ready.holders, priority)  # device -> the lower-priority pods freeing it
     best: tuple[tuple[float, ...], Preemption] | None = None
     wanted = [alts[0] for ci, c in enumerate(pending) for alts in wanted_for_claim(ci, c, classes)
               if len(alts) == 1 and not alts[0].all_mode and not alts[0].admin_access]
@@ -212,6 +244,52 @@ def select_victims(
         return Preemption("impossible", reason="evicting every lower-priority pod would still not "
                                                "make the claims fit on any node the pod may use")
     return best[1]
+
+
+class _Lower(Mapping[str, Running]):
+    """The running pods of lower priority than the preemptor, read through, not copied."""
+
+    def __init__(self, running: Mapping[str, Running], priority: int) -> None:
+        self.running, self.priority = running, priority
+
+    def __getitem__(self, label: str) -> Running:
+        found = self.running[label]
+        if found.pod.priority >= self.priority:
+            raise KeyError(label)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, r in self.running.items() if r.pod.priority < self.priority)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, label: object) -> bool:
+        found = self.running.get(label) if isinstance(label, str) else None
+        return found is not None and found.pod.priority < self.priority
+
+
+class _Holders(Mapping[DeviceID, list[str]]):
+    """Device -> the pods that would free it for a preemptor of PRIORITY: the holders of
+    claims all of whose consumers have lower priority."""
+
+    def __init__(self, holders: Mapping[DeviceID, tuple[tuple[str, int], ...]], priority: int) -> None:
+        self.holders, self.priority = holders, priority
+
+    def __getitem__(self, device: DeviceID) -> list[str]:
+        found = [label for label, top in self.holders[device] if top < self.priority]
+        if not found:
+            raise KeyError(device)
+        return found
+
+    def __iter__(self) -> Iterator[DeviceID]:
+        return (d for d in self.holders if d in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, device: object) -> bool:
+        return any(top < self.priority for _, top in self.holders.get(device, ()))  # type: ignore[call-overload]
 
 
 def _could_fit(wanted: Sequence[Wanted], reachable: Sequence[Candidate], index: NodeIndex,
