@@ -63,7 +63,7 @@ from operators.cli.allocation_records import (
 )
 from operators.cli.inputs import UsageError
 from operators.cli.output import emit, render_table, warn
-from operators.cli.state import DEFAULT_NAMESPACE, add_source_options, load_state
+from operators.cli.state import add_source_options, default_namespace, load_state
 from operators.cli.upstream_taints import add_upstream
 from operators.model import (
     AllocationResult,
@@ -81,7 +81,7 @@ def claim_key(text: str) -> NamespacedName:
     claims without a namespace are, as `kubectl apply -f` would put them)."""
     ns, sep, name = text.partition("/")
     if not sep:
-        ns, name = DEFAULT_NAMESPACE, text
+        ns, name = default_namespace(), text
     if not name or "/" in name or (sep and not ns):
         raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME (or NAME), not {text!r}")
     return NamespacedName(ns, name)

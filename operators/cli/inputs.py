@@ -216,7 +216,8 @@ def kube_api(hint: str = "set KUBECONFIG, or read objects offline with --from FI
     try:
         # KUBECONFIG read now: the client reads it once, at import.
         with KUBECONFIG_LOCK:
-            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None,
+                                    context=os.environ.get("DRACO_KUBE_CONTEXT") or None)
     except Exception as exc:  # noqa: BLE001 - any config problem is the same user error
         try:
             config.load_incluster_config()

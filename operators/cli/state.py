@@ -7,6 +7,7 @@ shows is exactly the device view the controllers act on.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -112,11 +113,17 @@ NAMESPACED_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate", "Pod", "
 DEFAULT_NAMESPACE = "default"
 
 
+def default_namespace() -> str:
+    """Where names and objects without a namespace are: "default", or the namespace
+    `kubectl draco -n NS` was given (DRACO_NAMESPACE), as kubectl reads a bare NAME."""
+    return os.environ.get("DRACO_NAMESPACE") or DEFAULT_NAMESPACE
+
+
 def default_namespaces(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for obj in objects:
         md = obj.get("metadata")
         if obj.get("kind") in NAMESPACED_KINDS and isinstance(md, dict) and not md.get("namespace"):
-            md["namespace"] = DEFAULT_NAMESPACE
+            md["namespace"] = default_namespace()
     return objects
 
 
