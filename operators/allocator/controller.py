@@ -500,6 +500,7 @@ class AllocatorController(KeyedPassLoop, GangWork, PreemptionWork):
         self.wake.set()
 
     def _allocated(self, key: NamespacedName, work: Work, placement: Placement | None) -> None:
+        self._nomination_done(key, work.uid)  # a preemptor's nomination ends here
         ns, name = key.namespace, key.name
         node = placement.node if placement is not None else None
         claims = [c.name for c in work.pending]

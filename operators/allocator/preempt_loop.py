@@ -101,8 +101,13 @@ class PreemptionWork:
             self._background(self._clear(key, uid))  # type: ignore[attr-defined]
 
     def _nomination_forgotten(self, key: NamespacedName) -> None:
-        if self.nominations.pop(key, None) is not None:
-            self._age()
+        """The pod is no longer draco's to allocate (gone, or its gate removed): a
+        nomination still on it is removed, never left behind."""
+        self.nominations.pop(key, None)
+        self._age()
+        pod = self.tracker.pod(key)
+        if pod is not None and NOMINATION_ANNOTATION in pod.meta.annotations:
+            self._background(self._clear(key, pod.meta.uid))  # type: ignore[attr-defined]
 
     def _preempt(self, key: NamespacedName, pod: Pod, index: NodeIndex,
                  in_use: Collection[DeviceID]) -> bool:

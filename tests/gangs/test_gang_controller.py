@@ -49,8 +49,10 @@ class Cluster:
     """One fake API server; draco (tracker, allocator, narrowing) can be killed and started
     afresh against it, as a restarted or newly elected draco would start."""
 
+    settings = AllocatorSettings()
+
     def __init__(self, objects: list[dict[str, Any]]) -> None:
-        self.api = KillableAPI()
+        self.api = self.new_api()
         self.others = [o for o in objects if o["kind"] not in STORED]
         self.api.nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
         for obj in objects:
@@ -62,9 +64,12 @@ class Cluster:
         self.api.dead = False
         self.now = 1000.0
         self.tracker: Tracker = build_tracker(self.others + list(self.api.objects.values()))
-        self.allocator = AllocatorController(self.tracker, self.api, AllocatorSettings(),  # type: ignore[arg-type]
+        self.allocator = AllocatorController(self.tracker, self.api, self.settings,  # type: ignore[arg-type]
                                              monotonic=lambda: self.now)
         self.narrowing = NarrowingController(self.tracker, self.api, NarrowingSettings())  # type: ignore[arg-type]
+
+    def new_api(self) -> KillableAPI:
+        return KillableAPI()
 
     def echo(self) -> None:
         """Every stored object's watch event."""

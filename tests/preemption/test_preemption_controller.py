@@ -6,33 +6,25 @@ same victims."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
-from operators.allocator.controller import AllocatorController, AllocatorSettings
+from operators.allocator.controller import AllocatorSettings
 from operators.allocator.nomination import NOMINATION_ANNOTATION
-from operators.cli.state import build_tracker
-from operators.tracker import Tracker
-from tests.fake_api import FakeAPI, Response, run
+from tests.fake_api import Response, run
+from tests.gangs.test_gang_controller import Cluster as GangCluster
+from tests.gangs.test_gang_controller import KillableAPI, Killed
 from tests.gangs.world import NS, classes, gpus, node, node_slice
 from tests.preemption.test_victims import preemptor, running
 
-STORED = ("Pod", "ResourceClaim")
 
-
-class Killed(Exception):
-    """The process died: no later request reaches the server."""
-
-
-class API(FakeAPI):
+class API(KillableAPI):
     """The fake API plus pod deletion (graceful deletion is instant here) and a kill
     switch before the Nth pod deletion."""
 
     def __init__(self) -> None:
         super().__init__()
         self.deletes_left: int | None = None
-        self.dead = False
 
     async def request(self, method: str, path: str, body: Any = None, content_type: str = "") -> Response:
         if self.dead:
@@ -57,21 +49,19 @@ class API(FakeAPI):
         return await super().request(method, path, body, content_type)
 
 
-class Cluster:
-    def __init__(self, objects: list[dict[str, Any]]) -> None:
-        self.api = API()
-        self.others = [o for o in objects if o["kind"] not in STORED]
-        self.api.nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
-        for obj in objects:
-            if obj["kind"] in STORED:
-                self.api.add(obj)
-        self.start()
+class Cluster(GangCluster):
+    """The gang tests' cluster (fake API, tracker, allocator and narrowing, restartable),
+    with preemption on and pods that can be deleted."""
+
+    settings = AllocatorSettings(preemption=True)
+    api: API
+
+    def new_api(self) -> API:
+        return API()
 
     def start(self) -> None:
-        self.api.dead, self.api.deletes_left = False, None
-        self.tracker: Tracker = build_tracker(self.others + list(self.api.objects.values()))
-        self.allocator = AllocatorController(
-            self.tracker, self.api, AllocatorSettings(preemption=True))  # type: ignore[arg-type]
+        self.api.deletes_left = None
+        super().start()
 
     def echo(self) -> None:
         """Every stored object's watch event; deleted pods' DELETED events."""
@@ -83,17 +73,7 @@ class Cluster:
                     "apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": pod.meta.name, "namespace": pod.meta.namespace,
                                  "uid": pod.meta.uid}}})
-        for obj in list(self.api.objects.values()):
-            self.tracker.apply({"type": "MODIFIED", "object": obj})
-
-    async def settle(self, rounds: int = 4) -> None:
-        for _ in range(rounds):
-            await self.allocator.step()
-            while self.allocator.tasks:
-                await asyncio.gather(*list(self.allocator.tasks), return_exceptions=True)
-            if self.api.dead:
-                return
-            self.echo()
+        super().echo()
 
     def release_claims_of_gone_pods(self) -> None:
         """What kube-controller-manager's resource claim controller does: a claim whose
