@@ -160,6 +160,7 @@ class AllocatorController(KeyedPassLoop, GangWork, PreemptionWork):
         self._gang_init()
         self._preempt_init()
         self._budgets_at = -1e9
+        self._swept_at = -1e9
         self._init_loop()
 
     def resync(self) -> None:
@@ -254,6 +255,9 @@ class AllocatorController(KeyedPassLoop, GangWork, PreemptionWork):
                 now - self._budgets_at >= self.settings.budgets_refresh:
             self._budgets_at = now
             await self._load_budgets()  # victim selection orders by disruption budgets
+        if self.settings.preemption and now - self._swept_at >= self.settings.nomination_timeout:
+            self._swept_at = now
+            await self._sweep_fences()  # fences a dead draco left behind
         keys |= self.pending
         self.pending = set()
         keys |= {k for k, when in self.retry_at.items() if when <= now}

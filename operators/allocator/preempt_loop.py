@@ -24,6 +24,7 @@ no new ones.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,6 +42,7 @@ from operators.allocator.nomination import (
 )
 from operators.allocator.preemption import select_victims
 from operators.allocator.preemption_inputs import gang_units, running_pods
+from operators.allocator.search import NOMINATED_TAINT
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.pod_reports import PodReporter
@@ -58,6 +60,23 @@ VICTIMS = Counter("draco_preemption_victims_total",
 NOMINATION_AGE = Gauge("draco_nomination_oldest_age_seconds",
                        "Age of the oldest standing nomination (0 when none).")
 PREEMPTION_REASON = "PreemptionByDraco"
+# kube-scheduler's fence: one upstream DeviceTaintRule per nominated device (1.37+, where
+# resource.k8s.io/v1 serves DeviceTaintRule), NoSchedule, labelled with the preemptor's UID
+FENCE_RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
+FENCE_LABEL = "resource.draco.dev/nominated-for"
+
+
+def fence_name(uid: str, device: DeviceID) -> str:
+    """Deterministic, so that any draco finds (and removes) what another one created."""
+    return "draco-nominated-" + hashlib.sha256(f"{uid}/{device}".encode()).hexdigest()[:16]
+
+
+def fence_rule(uid: str, device: DeviceID) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+            "metadata": {"name": fence_name(uid, device), "labels": {FENCE_LABEL: uid}},
+            "spec": {"deviceSelector": {"driver": device.driver, "pool": device.pool,
+                                        "device": device.device},
+                     "taint": {"key": NOMINATED_TAINT, "value": uid, "effect": "NoSchedule"}}}
 
 
 class PreemptionWork:
@@ -72,7 +91,10 @@ class PreemptionWork:
 
     def _preempt_init(self) -> None:
         self.nominations: dict[NamespacedName, Nomination] = {}
+        self.nominee_uids: dict[NamespacedName, str] = {}
         self.evicted: set[str] = set()  # victim UIDs whose eviction was accepted
+        self.fence_served: bool | None = None  # None: not known yet
+        self.fenced: set[str] = set()  # nominee UIDs whose fences this draco wrote
 
     # -- hooks the controller calls ------------------------------------------------------
 
@@ -83,6 +105,7 @@ class PreemptionWork:
             self.nominations.pop(pod.meta.key, None)
         else:
             self.nominations[pod.meta.key] = nomination
+            self.nominee_uids[pod.meta.key] = pod.meta.uid
         self._age()
 
     def _nominated_from(self, key: NamespacedName, in_use: Collection[DeviceID]) -> Collection[DeviceID]:
@@ -95,16 +118,22 @@ class PreemptionWork:
 
     def _nomination_done(self, key: NamespacedName, uid: str) -> None:
         """The preemptor is allocated: its nomination ends."""
-        if self.nominations.pop(key, None) is not None:
+        nomination = self.nominations.pop(key, None)
+        if nomination is not None:
             PREEMPTIONS.labels(outcome="allocated").inc()
             self._age()
+            self.nominee_uids.pop(key, None)
             self._background(self._clear(key, uid))  # type: ignore[attr-defined]
+            self._background(self._unfence(uid, nomination.devices))  # type: ignore[attr-defined]
 
     def _nomination_forgotten(self, key: NamespacedName) -> None:
         """The pod is no longer draco's to allocate (gone, or its gate removed): a
         nomination still on it is removed, never left behind."""
-        self.nominations.pop(key, None)
+        nomination = self.nominations.pop(key, None)
+        uid = self.nominee_uids.pop(key, "")
         self._age()
+        if nomination is not None and uid:
+            self._background(self._unfence(uid, nomination.devices))  # type: ignore[attr-defined]
         pod = self.tracker.pod(key)
         if pod is not None and NOMINATION_ANNOTATION in pod.meta.annotations:
             self._background(self._clear(key, pod.meta.uid))  # type: ignore[attr-defined]
@@ -116,12 +145,16 @@ class PreemptionWork:
         now = self.clock()  # type: ignore[attr-defined]
         standing = self.nominations.get(key)
         if standing is not None and not standing.expired(now):
+            if pod.meta.uid not in self.fenced:  # a new leader fences what it finds
+                self.fenced.add(pod.meta.uid)
+                self._background(self._fence(pod.meta.uid, standing.devices))  # type: ignore[attr-defined]
             self._spawn_evictions(key, pod, standing)
             return True
         if standing is not None:  # the deadline passed: choose again, from scratch
             self.nominations.pop(key, None)
             PREEMPTIONS.labels(outcome="expired").inc()
             self._background(self._clear(key, pod.meta.uid))  # type: ignore[attr-defined]
+            self._background(self._unfence(pod.meta.uid, standing.devices))  # type: ignore[attr-defined]
         if pod.preemption_policy == "Never":
             return False
         member_claims = [c for k in pod.claim_keys() if (c := self.tracker.claim(k)) is not None]
@@ -140,6 +173,7 @@ class PreemptionWork:
             tuple(sorted(_victim(v) for v in decision.victims)),
             now + timedelta(seconds=self.settings.nomination_timeout))
         self.nominations[key] = nomination
+        self.nominee_uids[key] = pod.meta.uid
         self._age()
         PREEMPTIONS.labels(outcome="nominated").inc()
         self._spawn(key, self._nominate(key, pod.meta.uid, nomination, decision.reason))  # type: ignore[attr-defined]
@@ -160,6 +194,8 @@ class PreemptionWork:
             self.nominations.pop(key, None)
             self._retry(key)  # type: ignore[attr-defined]
             return
+        self.fenced.add(uid)
+        await self._fence(uid, nomination.devices)
         victims = ", ".join(f"{v.namespace}/{v.name}" for v in nomination.victims)
         log.info("preempting", kind="Pod", namespace=key.namespace, name=key.name,
                  victims=victims, node=nomination.node, devices=[str(d) for d in nomination.devices])
@@ -225,6 +261,56 @@ class PreemptionWork:
             log.warning("cannot remove the nomination", kind="Pod", namespace=key.namespace,
                         name=key.name, status=resp.status)
 
+    async def _fence(self, uid: str, devices: tuple[DeviceID, ...]) -> None:
+        """Keep kube-scheduler off the nominated devices: a NoSchedule DeviceTaintRule of
+        upstream's per device. Where the API is not served (1.34; 1.36 with its beta off)
+        there is no fence: draco's own allocator still keeps them, by the nomination."""
+        if self.fence_served is False:
+            return
+        for device in devices:
+            resp = await self.client.post(FENCE_RULES, fence_rule(uid, device))
+            if resp.status == 404:
+                self.fence_served = False
+                log.info("upstream's DeviceTaintRule is not served: kube-scheduler is not "
+                         "fenced off nominated devices on this cluster")
+                return
+            self.fence_served = True
+            if not resp.ok and resp.status != 409:  # 409: there already
+                log.warning("cannot fence a nominated device", device=str(device),
+                            status=resp.status)
+
+    async def _unfence(self, uid: str, devices: tuple[DeviceID, ...]) -> None:
+        if self.fence_served is False:
+            return
+        for device in devices:
+            resp = await self.client.delete(f"{FENCE_RULES}/{fence_name(uid, device)}")
+            if not resp.ok and resp.status != 404:
+                log.warning("cannot remove a nominated device's fence", device=str(device),
+                            status=resp.status)
+
+    async def _sweep_fences(self) -> None:
+        """Fences whose nominee no longer stands (a draco that died before removing them):
+        removed. Run when preemption starts and at each nomination timeout."""
+        if self.fence_served is False:
+            return
+        resp = await self.client.get(f"{FENCE_RULES}?labelSelector={FENCE_LABEL}")
+        if resp.status == 404:
+            self.fence_served = False
+            return
+        if not resp.ok or not isinstance(resp.body, dict):
+            return
+        self.fence_served = True
+        now = self.clock()  # type: ignore[attr-defined]
+        standing = {p.meta.uid for p in self.tracker.pods()
+                    if (n := nomination_of(p)) is not None and not n.expired(now)}
+        for rule in resp.body.get("items") or []:
+            md = rule.get("metadata") or {}
+            if (md.get("labels") or {}).get(FENCE_LABEL) not in standing:
+                gone = await self.client.delete(f"{FENCE_RULES}/{md.get('name')}")
+                if not gone.ok and gone.status != 404:
+                    log.warning("cannot remove a stale fence", rule=md.get("name"),
+                                status=gone.status)
+
     # -- reads --------------------------------------------------------------------------
 
     def _budgets(self) -> list[DisruptionBudget]:
@@ -250,6 +336,7 @@ class PreemptionWork:
     def _age(self) -> None:
         if not self.nominations:
             self.evicted.clear()  # only standing nominations' victims matter: bounded by them
+            self.fenced.clear()
         now: datetime = self.clock()  # type: ignore[attr-defined]
         timeout = timedelta(seconds=self.settings.nomination_timeout)
         ages = [(now - (n.deadline - timeout)).total_seconds() for n in self.nominations.values()]

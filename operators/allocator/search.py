@@ -62,10 +62,18 @@ class _MaxSize(Exception):
     """More than 32 results would be needed along this path (prune, try another)."""
 
 
+# The taint draco's preemption puts on nominated devices (through upstream's
+# DeviceTaintRule, where served) to keep kube-scheduler off them. draco's own allocator
+# keeps nominated devices by the nominations themselves, so it looks past this taint.
+NOMINATED_TAINT = "resource.draco.dev/nominated"
+
+
 def taint_blocks(taints: Sequence[DeviceTaint], tolerations: Sequence[DeviceToleration]) -> bool:
     """Upstream: only NoSchedule and NoExecute taints keep devices away; None and
     effects it does not know are ignored."""
     for taint in taints:
+        if taint.key == NOMINATED_TAINT and taint.effect == "NoSchedule":
+            continue
         if taint.effect in ("NoSchedule", "NoExecute") and not any(
             t.tolerates(taint) for t in tolerations
         ):

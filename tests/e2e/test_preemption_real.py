@@ -8,7 +8,9 @@ pod gets exactly the nominated devices, is ungated and (on the real server) boun
 the competing pod keeps waiting. On the embedded server, which has no
 kube-controller-manager, the test releases the victims' claims as its resource claim
 controller would; on 1.34 the real one does. On 1.37 the same pod without draco's gate
-stays pending under kube-scheduler alone (its preemption frees no device), shown first.
+stays pending under kube-scheduler alone (its preemption frees no device), shown first;
+then, with draco, an ungated lower-priority pod created beside the preemptor is kept off
+the freed GPU by draco's NoSchedule fence (upstream's DeviceTaintRule).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 
 from operators.allocator.nomination import NOMINATION_ANNOTATION
 from operators.allocator.pod_claims import GATE
+from operators.allocator.preempt_loop import FENCE_LABEL, FENCE_RULES
 from operators.apiserver.testing import wait_for
 from tests.e2e.backends import Backend, RealBackend
 from tests.e2e.test_allocator_e2e import SETTINGS, claims_path, pods_path
@@ -145,11 +148,28 @@ def test_137_kube_scheduler_alone_leaves_it_pending_draco_preempts(
     assert scheduled_condition(b, "alone").get("status") == "False"
     assert all(b.get(f"{pods_path(b)}/low-{i}") is not None for i in range(2))
     b.request("DELETE", f"{pods_path(b)}/alone")
-    # with draco: the gated pod preempts one of them and gets its GPU
+    # with draco: the gated pod preempts one of them and gets its GPU; an ungated pod
+    # of lower priority, created at the same moment, is kept off the freed GPU by the
+    # NoSchedule fence draco puts on it for kube-scheduler
     operator_on_137(("allocator", "narrowing"), PREEMPTING)
     gpu_pod(b, "vip", cls, 1000)
+    gpu_pod(b, "rival", cls, 500, gated=False)
+    fences = f"{FENCE_RULES}?labelSelector={FENCE_LABEL}"
+
+    def fenced() -> list[dict[str, Any]]:
+        vip = b.get(f"{pods_path(b)}/vip") or {}
+        uid = vip.get("metadata", {}).get("uid")
+        return [r for r in (b.get(fences) or {}).get("items", [])
+                if r["metadata"]["labels"].get(FENCE_LABEL) == uid]
+
+    rules = wait_for(fenced, timeout=60)
+    taint = rules[0]["spec"]["taint"]  # the server adds timeAdded
+    assert (taint["key"], taint["effect"], taint["value"]) == (
+        "resource.draco.dev/nominated", "NoSchedule", rules[0]["metadata"]["labels"][FENCE_LABEL])
     wait_for(lambda: devices(b, "vip") and not gated(b, "vip"), timeout=120)
     gone = [p for p in held if b.get(f"{pods_path(b)}/{p}") is None]
     assert len(gone) == 1 and devices(b, "vip") == held[gone[0]]
+    assert devices(b, "rival") == [], "kube-scheduler kept off the nominated GPU"
+    wait_for(lambda: not fenced(), timeout=30)  # the fence goes with the nomination
     wait_for(lambda: (b.get(f"{pods_path(b)}/vip") or {}).get("spec", {}).get("nodeName") == "node-0",
              timeout=60)

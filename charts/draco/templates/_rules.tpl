@@ -114,6 +114,9 @@ controllers with low-level event handlers only, so it patches nothing of its own
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [list]  # victim selection orders by disruption budgets
+- apiGroups: [resource.k8s.io]
+  resources: [devicetaintrules]
+  verbs: [create, delete]  # NoSchedule fences keeping kube-scheduler off nominated devices (1.37+)
 {{- end }}
 - apiGroups: [""]
   resources: [nodes]
