@@ -173,3 +173,35 @@ def test_137_kube_scheduler_alone_leaves_it_pending_draco_preempts(
     wait_for(lambda: not fenced(), timeout=30)  # the fence goes with the nomination
     wait_for(lambda: (b.get(f"{pods_path(b)}/vip") or {}).get("spec", {}).get("nodeName") == "node-0",
              timeout=60)
+
+
+def test_a_new_draco_finishes_the_nomination_it_finds(backend: Backend, operator: Any) -> None:
+    """draco stops right after recording a nomination; the next one (a restart, a new
+    leader) evicts no one else and gives the preemptor the nominated GPU."""
+    b = backend
+    cls = device_class(b)
+    node_slice(b, "node-0", [{"name": "gpu-0"}, {"name": "gpu-1"}])
+    first = operator(("allocator", "narrowing"), PREEMPTING)
+    for i in range(2):
+        gpu_pod(b, f"low-{i}", cls, 10)
+    wait_for(lambda: all(devices(b, f"low-{i}") and not gated(b, f"low-{i}") for i in range(2)),
+             timeout=60)
+    gpu_pod(b, "vip", cls, 1000)
+
+    def nominated() -> dict[str, Any] | None:
+        found = b.get(f"{pods_path(b)}/vip") or {}
+        text = (found["metadata"].get("annotations") or {}).get(NOMINATION_ANNOTATION)
+        return json.loads(text) if text else None
+
+    nomination = wait_for(nominated, timeout=60)
+    first.stop()  # perhaps before its eviction: the next draco then evicts
+    victim = nomination["victims"][0].split("/")[1]
+    operator(("allocator", "narrowing"), PREEMPTING)
+    wait_for(lambda: b.get(f"{pods_path(b)}/{victim}") is None, timeout=60)
+    if b.name == "embedded":
+        release_orphaned_claims(b)
+    device = nomination["devices"][0].rsplit("/", 1)[1]
+    wait_for(lambda: devices(b, "vip") == [device] and not gated(b, "vip"), timeout=90)
+    survivor = "low-1" if victim == "low-0" else "low-0"
+    assert b.get(f"{pods_path(b)}/{survivor}") is not None, "no victim beyond the nomination's"
+    wait_for(lambda: nominated() is None, timeout=30)
