@@ -179,6 +179,7 @@ class AllocatorController(KeyedPassLoop, GangWork, PreemptionWork):
             woken.update(self.tracker.pods_of_claim(key))
         self.pending |= woken
         self._gang_on_change(change, woken)
+        self._preempt_on_change(bool(change.claims or change.pods or change.allocations))
         device_objects = any(r.kind not in GANG_KINDS for r in change.objects)
         if change.devices or change.pools or change.slices or change.device_classes or device_objects:
             self._index = None

@@ -40,7 +40,7 @@ from operators.allocator.nomination import (
     nominated_devices,
     nomination_of,
 )
-from operators.allocator.preemption import select_victims
+from operators.allocator.preemption import Prepared, prepare, select_victims
 from operators.allocator.preemption_inputs import gang_units, running_pods
 from operators.allocator.search import NOMINATED_TAINT
 from operators.kube.client import KubeClient
@@ -95,8 +95,13 @@ class PreemptionWork:
         self.evicted: set[str] = set()  # victim UIDs whose eviction was accepted
         self.fence_served: bool | None = None  # None: not known yet
         self.fenced: set[str] = set()  # nominee UIDs whose fences this draco wrote
+        self.prepared: Prepared | None = None  # victim selection's view of the claims
 
     # -- hooks the controller calls ------------------------------------------------------
+
+    def _preempt_on_change(self, claims_or_pods_changed: bool) -> None:
+        if claims_or_pods_changed:
+            self.prepared = None
 
     def _note_nomination(self, pod: Pod) -> None:
         """Keep the pod's nomination as the API has it (a new leader learns it here)."""
@@ -162,10 +167,11 @@ class PreemptionWork:
         allocated = [c for c in member_claims if c.allocation is not None]
         if not pending:
             return False
-        decision = select_victims(pod, pending, allocated, running_pods(self.tracker), index,
-                                  self._classes, in_use, self.tracker.claims(),
+        if self.prepared is None:  # kept until a claim, pod or allocation changes
+            self.prepared = prepare(running_pods(self.tracker), self.tracker.claims())
+        decision = select_victims(pod, pending, allocated, (), index, self._classes, in_use, (),
                                   self._budgets(), gang_units(self.tracker),
-                                  self.settings.budget)
+                                  self.settings.budget, prepared=self.prepared)
         if decision.verdict != "preempt":
             return False
         nomination = Nomination(
