@@ -96,6 +96,7 @@ class PreemptionWork:
         self.fence_served: bool | None = None  # None: not known yet
         self.fenced: set[str] = set()  # nominee UIDs whose fences this draco wrote
         self.prepared: Prepared | None = None  # victim selection's view of the claims
+        self.unreadable: set[NamespacedName] = set()  # pods whose nomination was warned about
 
     # -- hooks the controller calls ------------------------------------------------------
 
@@ -107,6 +108,12 @@ class PreemptionWork:
         """Keep the pod's nomination as the API has it (a new leader learns it here)."""
         nomination = nomination_of(pod)
         if nomination is None:
+            text = pod.meta.annotations.get(NOMINATION_ANNOTATION)
+            if text is not None and pod.meta.key not in self.unreadable:
+                self.unreadable.add(pod.meta.key)
+                log.warning("cannot read the pod's nomination; it is ignored and the pod "
+                            "nominated anew if preemption helps", kind="Pod",
+                            namespace=pod.meta.namespace, name=pod.meta.name, value=text[:200])
             self.nominations.pop(pod.meta.key, None)
         else:
             self.nominations[pod.meta.key] = nomination
@@ -135,6 +142,7 @@ class PreemptionWork:
         """The pod is no longer draco's to allocate (gone, or its gate removed): a
         nomination still on it is removed, never left behind."""
         nomination = self.nominations.pop(key, None)
+        self.unreadable.discard(key)
         uid = self.nominee_uids.pop(key, "")
         self._age()
         if nomination is not None and uid:

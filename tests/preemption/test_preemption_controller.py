@@ -163,3 +163,14 @@ def test_a_new_draco_finishes_the_same_nomination() -> None:
     run(c.settle())
     assert sorted(c.devices("vip-claim")) == ["gpu-0", "gpu-1"]
     assert c.nomination("vip") is None
+
+
+def test_an_unreadable_nomination_is_replaced_by_a_new_one() -> None:
+    objs = world()
+    for obj in objs:
+        if obj["kind"] == "Pod" and obj["metadata"]["name"] == "vip":
+            obj["metadata"]["annotations"] = {NOMINATION_ANNOTATION: "{not json"}
+    c = Cluster(objs)
+    run(c.settle())
+    nomination = c.nomination("vip")
+    assert nomination is not None and nomination["victims"] == [f"{NS}/low"]
