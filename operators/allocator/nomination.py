@@ -49,7 +49,7 @@ class Nomination:
         return now >= self.deadline
 
 
-def _device(text: object) -> DeviceID:
+def parse_device(text: object) -> DeviceID:
     if not isinstance(text, str) or text.count("/") < 2:
         raise NominationError(f"devices: expected driver/pool/device, not {text!r}")
     driver, pool, device = text.rsplit("/", 2)
@@ -58,7 +58,7 @@ def _device(text: object) -> DeviceID:
     return DeviceID(driver, pool, device)
 
 
-def _victim(text: object) -> NamespacedName:
+def parse_victim(text: object) -> NamespacedName:
     if not isinstance(text, str) or text.count("/") != 1 or text.startswith("/") or text.endswith("/"):
         raise NominationError(f"victims: expected namespace/name, not {text!r}")
     ns, name = text.split("/")
@@ -87,7 +87,7 @@ def parse_nomination(text: str) -> Nomination:
         raise NominationError(f"deadline: not an RFC 3339 time: {deadline!r}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return Nomination(node, tuple(_device(d) for d in devices), tuple(_victim(v) for v in victims),
+    return Nomination(node, tuple(parse_device(d) for d in devices), tuple(parse_victim(v) for v in victims),
                       when)
 
 
@@ -114,4 +114,4 @@ def nominated_devices(nominations: Iterable[tuple[NamespacedName, Nomination]],
 
 
 __all__ = ["NOMINATION_ANNOTATION", "Nomination", "NominationError", "nominated_devices",
-           "nomination_of", "parse_nomination"]
+           "nomination_of", "parse_device", "parse_nomination", "parse_victim"]

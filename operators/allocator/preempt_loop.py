@@ -39,6 +39,8 @@ from operators.allocator.nomination import (
     Nomination,
     nominated_devices,
     nomination_of,
+    parse_device,
+    parse_victim,
 )
 from operators.allocator.preemption import Prepared, prepare, select_victims
 from operators.allocator.preemption_inputs import gang_units, running_pods
@@ -97,6 +99,7 @@ class PreemptionWork:
         self.fenced: set[str] = set()  # nominee UIDs whose fences this draco wrote
         self.prepared: Prepared | None = None  # victim selection's view of the claims
         self.unreadable: set[NamespacedName] = set()  # pods whose nomination was warned about
+        self.budgets: list[DisruptionBudget] = []  # refreshed by _load_budgets
 
     # -- hooks the controller calls ------------------------------------------------------
 
@@ -178,13 +181,13 @@ class PreemptionWork:
         if self.prepared is None:  # kept until a claim, pod or allocation changes
             self.prepared = prepare(running_pods(self.tracker), self.tracker.claims())
         decision = select_victims(pod, pending, allocated, (), index, self._classes, in_use, (),
-                                  self._budgets(), gang_units(self.tracker),
+                                  self.budgets, gang_units(self.tracker),
                                   self.settings.budget, prepared=self.prepared)
         if decision.verdict != "preempt":
             return False
         nomination = Nomination(
-            decision.node, tuple(sorted({_device(d) for d in decision.devices})),
-            tuple(sorted(_victim(v) for v in decision.victims)),
+            decision.node, tuple(sorted({parse_device(d) for d in decision.devices})),
+            tuple(sorted(parse_victim(v) for v in decision.victims)),
             now + timedelta(seconds=self.settings.nomination_timeout))
         self.nominations[key] = nomination
         self.nominee_uids[key] = pod.meta.uid
@@ -327,14 +330,10 @@ class PreemptionWork:
 
     # -- reads --------------------------------------------------------------------------
 
-    def _budgets(self) -> list[DisruptionBudget]:
-        """The PodDisruptionBudgets victim selection orders by, as the tracker has none:
-        read at decision time by the caller (see `_load_budgets`)."""
-        return list(getattr(self, "budgets", ()))
-
     async def _load_budgets(self) -> None:
-        """Refreshed before a preemption decision; a failure leaves the last list (the
-        API server still enforces budgets with --use-eviction-api)."""
+        """The PodDisruptionBudgets victim selection orders by (the tracker keeps none),
+        refreshed before preemption decisions; a failure leaves the last list (the API
+        server still enforces budgets with --use-eviction-api)."""
         resp = await self.client.get("/apis/policy/v1/poddisruptionbudgets")
         if not resp.ok or not isinstance(resp.body, dict):
             return
@@ -355,16 +354,6 @@ class PreemptionWork:
         timeout = timedelta(seconds=self.settings.nomination_timeout)
         ages = [(now - (n.deadline - timeout)).total_seconds() for n in self.nominations.values()]
         NOMINATION_AGE.set(max(ages, default=0.0))
-
-
-def _device(text: str) -> DeviceID:
-    driver, pool, device = text.rsplit("/", 2)
-    return DeviceID(driver, pool, device)
-
-
-def _victim(text: str) -> NamespacedName:
-    ns, _, name = text.partition("/")
-    return NamespacedName(ns, name)
 
 
 __all__ = ["NOMINATION_AGE", "PREEMPTIONS", "PREEMPTION_REASON", "VICTIMS", "PreemptionWork"]

@@ -63,7 +63,7 @@ from operators.cli.allocation_records import (
 )
 from operators.cli.inputs import UsageError
 from operators.cli.output import emit, render_table, warn
-from operators.cli.state import add_source_options, default_namespace, load_state
+from operators.cli.state import add_source_options, load_state, object_key
 from operators.cli.upstream_taints import add_upstream
 from operators.model import (
     AllocationResult,
@@ -79,12 +79,10 @@ from operators.tracker import Tracker
 def claim_key(text: str) -> NamespacedName:
     """NAMESPACE/NAME, or NAME alone for a claim in "default" (where a --from file's
     claims without a namespace are, as `kubectl apply -f` would put them)."""
-    ns, sep, name = text.partition("/")
-    if not sep:
-        ns, name = default_namespace(), text
-    if not name or "/" in name or (sep and not ns):
+    key = object_key(text)
+    if key is None:
         raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME (or NAME), not {text!r}")
-    return NamespacedName(ns, name)
+    return key
 
 
 claim_key.__name__ = "claim"

@@ -38,7 +38,7 @@ from operators.allocator import (
 )
 from operators.allocator.features import FeatureGates, parse_feature_gates
 from operators.cli.allocation_records import nodes_from
-from operators.cli.state import build_tracker, default_namespaces
+from operators.cli.state import build_tracker, default_namespaces, object_key
 from operators.model import DeviceID, NamespacedName, ObjectRef, ResourceClaim
 from operators.model.quantity import parse_quantity
 
@@ -55,10 +55,10 @@ def _device_id(item: Any, where: str) -> DeviceID:
 
 
 def _claim_key(text: Any) -> NamespacedName:
-    if not isinstance(text, str) or not text:
+    key = object_key(text) if isinstance(text, str) else None
+    if key is None:
         raise BadRequest(f"claims: expected NS/NAME or NAME, not {text!r}")
-    ns, sep, name = text.partition("/")
-    return NamespacedName(ns, name) if sep else NamespacedName("default", text)
+    return key
 
 
 def _unique_slices(objects: Sequence[Any]) -> list[dict[str, Any]]:

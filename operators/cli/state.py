@@ -14,7 +14,7 @@ from typing import Any
 
 from operators.cli.inputs import CLUSTER_SOURCES, load_cluster_objects, load_objects
 from operators.cli.output import FORMATS, warn
-from operators.model import ModelError, ObjectRef
+from operators.model import ModelError, NamespacedName, ObjectRef
 from operators.model.objects import ref_of
 from operators.tracker import Tracker
 from operators.tracker.overlay import Overlay
@@ -117,6 +117,16 @@ def default_namespace() -> str:
     """Where names and objects without a namespace are: "default", or the namespace
     `kubectl draco -n NS` was given (DRACO_NAMESPACE), as kubectl reads a bare NAME."""
     return os.environ.get("DRACO_NAMESPACE") or DEFAULT_NAMESPACE
+
+
+def object_key(text: str) -> NamespacedName | None:
+    """NAMESPACE/NAME, or NAME alone in `default_namespace()`; None when malformed."""
+    ns, sep, name = text.partition("/")
+    if not sep:
+        ns, name = default_namespace(), text
+    if not name or "/" in name or not ns:
+        return None
+    return NamespacedName(ns, name)
 
 
 def default_namespaces(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

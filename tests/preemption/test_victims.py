@@ -120,15 +120,20 @@ def test_only_as_many_victims_as_needed_the_least_important_go() -> None:
     assert doc["victims"] == ["default/p1"] and doc["devices"] == ["driver-a/a/gpu-0"]
 
 
-def test_a_claim_shared_with_a_pod_that_stays_frees_nothing() -> None:
+def shared_gpu(owner: str, other: str, other_priority: int) -> list[dict[str, Any]]:
+    """OWNER (priority 1) holds gpu-0 through its claim, which OTHER uses too."""
     objs = [*classes(), node("a"), *node_slice("a", gpus(1)),
-            *running("low", "a", "gpu-0", priority=1), *preemptor()]
-    claim = next(o for o in objs if o["kind"] == "ResourceClaim" and o["metadata"]["name"] == "low-claim")
-    claim["status"]["reservedFor"].append({"resource": "pods", "name": "high", "uid": "uid-high"})
-    _, high = running("high", "a", "gpu-0", priority=500)
-    high["spec"]["resourceClaims"][0]["resourceClaimName"] = "low-claim"
-    objs.append(high)
-    doc = decide(objs)
+            *running(owner, "a", "gpu-0", priority=1), *preemptor()]
+    claim = next(o for o in objs if o["kind"] == "ResourceClaim"
+                 and o["metadata"]["name"] == f"{owner}-claim")
+    claim["status"]["reservedFor"].append({"resource": "pods", "name": other, "uid": f"uid-{other}"})
+    _, pod = running(other, "a", "gpu-0", priority=other_priority)
+    pod["spec"]["resourceClaims"][0]["resourceClaimName"] = f"{owner}-claim"
+    return [*objs, pod]
+
+
+def test_a_claim_shared_with_a_pod_that_stays_frees_nothing() -> None:
+    doc = decide(shared_gpu("low", "high", 500))
     assert doc["status"] == "impossible" and doc["victims"] == []
 
 
@@ -173,12 +178,5 @@ def test_no_such_preemptor() -> None:
 
 
 def test_a_claim_shared_by_two_lower_pods_is_freed_when_both_go() -> None:
-    objs = [*classes(), node("a"), *node_slice("a", gpus(1)),
-            *running("low-a", "a", "gpu-0", priority=1), *preemptor()]
-    claim = next(o for o in objs if o["kind"] == "ResourceClaim" and o["metadata"]["name"] == "low-a-claim")
-    claim["status"]["reservedFor"].append({"resource": "pods", "name": "low-b", "uid": "uid-low-b"})
-    _, other = running("low-b", "a", "gpu-0", priority=2)
-    other["spec"]["resourceClaims"][0]["resourceClaimName"] = "low-a-claim"
-    objs.append(other)
-    doc = decide(objs)
+    doc = decide(shared_gpu("low-a", "low-b", 2))
     assert doc["victims"] == ["default/low-a", "default/low-b"]
