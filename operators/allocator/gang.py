@@ -153,7 +153,7 @@ def _kind(w: Wanted) -> object:
     return (w.device_class.name, w.device_class.selectors, w.spec.selectors, w.tolerations)
 
 
-class _Demand:
+class Demand:
     """What the core asks in total, per kind of request, for the counting check."""
 
     def __init__(self, plans: Sequence[Sequence[Sequence[Wanted]]]) -> None:
@@ -312,6 +312,39 @@ def _member_alone(member: Member, index: NodeIndex, classes: Mapping[str, Device
     return None if placed.allocated else (placed.outcome.reason or placed.outcome.status)
 
 
+
+def candidate_domains(gang: Gang, placed: Sequence[Member], index: NodeIndex) -> list[Domain] | str:
+    """The domains the gang may be placed in (those of its placed members, when they fix
+    one), or why there is none."""
+    all_domains = domains_of(gang, index)
+    if placed and (gang.node_label or gang.device_attribute):
+        fixed = _fixed_domain(gang, placed, index, all_domains)
+        if isinstance(fixed, str):
+            return fixed
+        candidates = all_domains if fixed is None else [fixed]
+    else:
+        candidates = all_domains
+    if not candidates:
+        return f"no topology domain: no node or device has the gang's {gang.domain_keys()}"
+    return candidates
+
+
+def member_nodes(pending: Sequence[Member], index: NodeIndex) -> dict[str, list[NodeInfo]]:
+    """Each pending member's candidate nodes (kube-scheduler's filters; members of one
+    pod shape share the answer)."""
+    nodes: dict[str, list[NodeInfo]] = {}
+    by_shape: dict[object, list[NodeInfo]] = {}
+    for m in pending:
+        shape = None if m.allocated else filter_shape(m.pod)
+        allowed = by_shape.get(shape) if shape is not None else None
+        if allowed is None:
+            allowed, _ = candidate_nodes(index.nodes, [PodFit(m.pod, m.allocated, m.label)])
+            if shape is not None:
+                by_shape[shape] = allowed
+        nodes[m.label] = allowed
+    return nodes
+
+
 def place_gang(
     gang: Gang,
     members: Sequence[Member],
@@ -321,9 +354,11 @@ def place_gang(
     budget_s: float,
     *,
     shares: Shares = NO_SHARES,
+    only_domain: str | None = None,
 ) -> GangOutcome:
     """The gang's placement (see the module's docstring); `in_use`/`shares`: what other
-    claims hold, as for one pod's `nodes.place`."""
+    claims hold, as for one pod's `nodes.place`; ONLY_DOMAIN: search that domain (its
+    text) alone, as preemption does when it frees devices in one domain at a time."""
     deadline = time.monotonic() + budget_s
     members = sorted(members, key=lambda m: m.label)
     placed = [m for m in members if m.placed]
@@ -335,17 +370,13 @@ def place_gang(
             + (f" ({len(placed)} placed)" if placed else "")))
     if not pending:
         return GangOutcome("allocated", reason=None)
-    all_domains = domains_of(gang, index)
-    if placed and (gang.node_label or gang.device_attribute):
-        fixed = _fixed_domain(gang, placed, index, all_domains)
-        if isinstance(fixed, str):
-            return GangOutcome("unsatisfiable", reason=fixed)
-        candidates = all_domains if fixed is None else [fixed]
-    else:
-        candidates = all_domains
-    if not candidates:
-        return GangOutcome("unsatisfiable", reason=f"no topology domain: no node or device has "
-                                                   f"the gang's {gang.domain_keys()}")
+    candidates = candidate_domains(gang, placed, index)
+    if isinstance(candidates, str):
+        return GangOutcome("unsatisfiable", reason=candidates)
+    if only_domain is not None:
+        candidates = [d for d in candidates if d.text == only_domain]
+        if not candidates:
+            return GangOutcome("unsatisfiable", reason=f"no topology domain {only_domain}")
     core, extras = pending[:need], pending[need:]
     try:
         plans_all = [[alts for ci, c in enumerate(m.pending)
@@ -360,22 +391,13 @@ def place_gang(
         except AllocationError:
             broken.append(m.label)
     extras = [m for m in extras if m.label not in broken]
-    demand = _Demand(plans_all)
-    nodes: dict[str, list[NodeInfo]] = {}
-    by_shape: dict[object, list[NodeInfo]] = {}
-    for m in pending:
-        shape = None if m.allocated else filter_shape(m.pod)
-        allowed = by_shape.get(shape) if shape is not None else None
-        if allowed is None:
-            allowed, _ = candidate_nodes(index.nodes, [PodFit(m.pod, m.allocated, m.label)])
-            if shape is not None:
-                by_shape[shape] = allowed
-        nodes[m.label] = allowed
+    demand = Demand(plans_all)
+    nodes = member_nodes(pending, index)
     usable = {n.name: n for allowed in nodes.values() for n in allowed}
     ranked: list[tuple[int, str, Domain]] = []
     short: list[tuple[int, str, Domain]] = []
     for d in candidates:
-        reach = _domain_devices(d, gang, index, usable)
+        reach = domain_devices(d, gang, index, usable)
         spare, why = demand.check(reach, index, in_use)
         if why is None:
             ranked.append((spare, d.text, d))
@@ -422,7 +444,7 @@ def place_gang(
                                              if short else None)
     closest: frozenset[DeviceID] = frozenset()
     if near is not None:
-        reach = _domain_devices(near, gang, index, usable)
+        reach = domain_devices(near, gang, index, usable)
         _, never = demand.check(reach, index, ())  # short even with nothing in use: no use waiting
         if never is None:
             wanted = demand.matching(index)
@@ -433,7 +455,7 @@ def place_gang(
         steps=steps, closest=closest)
 
 
-def _domain_devices(d: Domain, gang: Gang, index: NodeIndex,
+def domain_devices(d: Domain, gang: Gang, index: NodeIndex,
                     usable: Mapping[str, NodeInfo]) -> list[Candidate]:
     """The devices the domain's nodes (those some member may use) reach, inside it."""
     admit = d.admits(gang.device_attribute)
@@ -474,4 +496,5 @@ def _reason(gang: Gang, core: Sequence[Member], candidates: Sequence[Domain],
     return "; ".join(parts)
 
 
-__all__ = ["Domain", "GangOutcome", "Member", "Placed", "domains_of", "place_gang"]
+__all__ = ["Demand", "Domain", "GangOutcome", "Member", "Placed", "candidate_domains", "domain_devices",
+           "domains_of", "member_nodes", "place_gang"]

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from operators.allocator.capacity import Shares, shares_from_claims
+from operators.allocator.gang import Placed
 from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, place
 from operators.allocator.requests import Wanted, wanted_for_claim
@@ -73,9 +74,12 @@ class Preemption:
     reason: str = ""
     pdb_violations: int = 0
     allocations: tuple[AllocationResult, ...] = field(default=())  # the nominated allocations
+    # a gang preemptor: each member placed on the freed devices (node, allocations)
+    placed: tuple[Placed, ...] = ()
+    domain: str | None = None
 
 
-def _freed(victims: Collection[str], running: Mapping[str, Running],
+def freed_by(victims: Collection[str], running: Mapping[str, Running],
            consumers: Mapping[NamespacedName, frozenset[str]]) -> tuple[set[DeviceID], set[NamespacedName]]:
     """The devices (whole) and the claims the victims free: claims all of whose
     consumers are victims."""
@@ -92,7 +96,7 @@ def _freed(victims: Collection[str], running: Mapping[str, Running],
     return devices, claims
 
 
-def _violations(victims: Sequence[str], running: Mapping[str, Running],
+def violations(victims: Sequence[str], running: Mapping[str, Running],
                 budgets: Sequence[DisruptionBudget]) -> set[str]:
     """The victims whose eviction goes beyond a budget's allowed disruptions (upstream
     counts in the order given: highest priority first)."""
@@ -108,7 +112,7 @@ def _violations(victims: Sequence[str], running: Mapping[str, Running],
     return out
 
 
-def _importance(r: Running) -> tuple[int, float]:
+def importance(r: Running) -> tuple[int, float]:
     """Upstream's MoreImportantPod as a sort key: higher priority, then started earlier."""
     started = r.pod.start_time.timestamp() if r.pod.start_time is not None else float("inf")
     return (-r.pod.priority, started)
@@ -184,19 +188,19 @@ def select_victims(
     first = place(pending, view, classes, in_use, budget_s, refused=refused, shares=base_shares,
                   with_explain=False)
     if first.allocated:
-        return Preemption("fits", devices=_ids(first.outcome.allocations), node=first.node,
+        return Preemption("fits", devices=device_ids(first.outcome.allocations), node=first.node,
                           reason="the claims fit without preemption",
                           allocations=first.outcome.allocations)
     if preemptor.preemption_policy == "Never":
         return Preemption("impossible", reason="the pod's preemptionPolicy is Never")
     priority = preemptor.priority
-    lower = _Lower(ready.running, priority)
+    lower = Lower(ready.running, priority)
     if not any(r.pod.priority < priority for r in ready.running.values()):
         return Preemption("impossible", reason=f"no running pod has a lower priority than "
                                                f"{preemptor.priority}")
     sharing, consumers = ready.sharing, ready.consumers
     groups = units or {}
-    holders = _Holders(ready.holders, priority)  # device -> the lower-priority pods freeing it
+    holders = Holders(ready.holders, priority)  # device -> the lower-priority pods freeing it
     best: tuple[tuple[float, ...], Preemption] | None = None
     wanted = [alts[0] for ci, c in enumerate(pending) for alts in wanted_for_claim(ci, c, classes)
               if len(alts) == 1 and not alts[0].all_mode and not alts[0].admin_access]
@@ -209,7 +213,7 @@ def select_victims(
         potential = list(dict.fromkeys(h for d in reachable for h in holders.get(d.id, ())))
         if not potential or not _could_fit(wanted, reachable, index, in_use, holders):
             continue
-        victims = _expand(potential, groups, lower)
+        victims = with_units(potential, groups, lower)
         if not victims:
             continue
         fits = _fits(victims, node, pending, view, classes, in_use, lower, consumers, sharing,
@@ -217,26 +221,26 @@ def select_victims(
         if fits is None:
             continue
         candidates += 1
-        order = sorted(victims, key=lambda v: _importance(lower[v]))
-        violating = _violations(order, lower, budgets)
+        order = sorted(victims, key=lambda v: importance(lower[v]))
+        violating = violations(order, lower, budgets)
         for label in [v for v in order if v in violating] + [v for v in order if v not in violating]:
             if label not in victims:
                 continue
             kept = [v for v in victims if v not in groups.get(label, (label,))]
-            if not _could_fit(wanted, reachable, index, _Without(in_use, _freed(kept, lower, consumers)[0]),
+            if not _could_fit(wanted, reachable, index, Without(in_use, freed_by(kept, lower, consumers)[0]),
                               {}):
                 continue  # by counting alone the claims cannot fit with it kept
             trial = _fits(kept, node, pending, view, classes, in_use, lower, consumers, sharing,
                           base_shares, budget_s)
             if trial is not None:
                 victims, fits = kept, trial
-        order = sorted(victims, key=lambda v: _importance(lower[v]))
-        bad = len(_violations(order, lower, budgets))
+        order = sorted(victims, key=lambda v: importance(lower[v]))
+        bad = len(violations(order, lower, budgets))
         top = max(lower[v].pod.priority for v in victims) if victims else -(1 << 31)
         starts = [lower[v].pod.start_time for v in victims if lower[v].pod.priority == top]
         latest = max((s.timestamp() for s in starts if s is not None), default=0.0)
         score = (bad, top, sum(lower[v].pod.priority for v in victims), len(victims), -latest)
-        found = Preemption("preempt", tuple(sorted(victims)), _ids(fits), node.name,
+        found = Preemption("preempt", tuple(sorted(victims)), device_ids(fits), node.name,
                            _why(victims, node.name, lower, bad), bad, fits)
         if best is None or score < best[0]:
             best = (score, found)
@@ -246,7 +250,7 @@ def select_victims(
     return best[1]
 
 
-class _Lower(Mapping[str, Running]):
+class Lower(Mapping[str, Running]):
     """The running pods of lower priority than the preemptor, read through, not copied."""
 
     def __init__(self, running: Mapping[str, Running], priority: int) -> None:
@@ -269,7 +273,7 @@ class _Lower(Mapping[str, Running]):
         return found is not None and found.pod.priority < self.priority
 
 
-class _Holders(Mapping[DeviceID, list[str]]):
+class Holders(Mapping[DeviceID, list[str]]):
     """Device -> the pods that would free it for a preemptor of PRIORITY: the holders of
     claims all of whose consumers have lower priority."""
 
@@ -305,7 +309,7 @@ def _could_fit(wanted: Sequence[Wanted], reachable: Sequence[Candidate], index: 
     return True
 
 
-def _expand(labels: Iterable[str], groups: Mapping[str, tuple[str, ...]],
+def with_units(labels: Iterable[str], groups: Mapping[str, tuple[str, ...]],
             lower: Mapping[str, Running]) -> list[str]:
     """The victims with their gangs; a gang that would take a pod of no lower priority
     with it cannot go, and its pods are left out (the others may still go)."""
@@ -317,7 +321,7 @@ def _expand(labels: Iterable[str], groups: Mapping[str, tuple[str, ...]],
     return list(out)
 
 
-class _Without(Collection[DeviceID]):
+class Without(Collection[DeviceID]):
     """IN_USE less what the victims free, as a view (no copy per trial)."""
 
     def __init__(self, in_use: Collection[DeviceID], freed: Collection[DeviceID]) -> None:
@@ -333,7 +337,7 @@ class _Without(Collection[DeviceID]):
         return sum(1 for _ in self)
 
 
-def _minus(base: Shares, freed: Shares) -> Shares:
+def minus_shares(base: Shares, freed: Shares) -> Shares:
     if not freed.held:
         return base
     out = Shares({d: dict(c) for d, c in base.held.items()})
@@ -353,14 +357,14 @@ def _fits(victims: Collection[str], node: NodeInfo, pending: Sequence[ResourceCl
           budget_s: float) -> tuple[AllocationResult, ...] | None:
     """The preemptor's allocations on NODE with VICTIMS gone, or None if it does not fit.
     SHARING: the claims that hold shares of multi-allocatable devices."""
-    freed, freed_claims = _freed(victims, lower, consumers)
+    freed, freed_claims = freed_by(victims, lower, consumers)
     shares: Shares = shares_from_claims(sharing[k] for k in freed_claims if k in sharing)
-    placed = place(pending, view, classes, _Without(in_use, freed), budget_s, only=node,
-                   shares=_minus(base_shares, shares), with_explain=False)
+    placed = place(pending, view, classes, Without(in_use, freed), budget_s, only=node,
+                   shares=minus_shares(base_shares, shares), with_explain=False)
     return placed.outcome.allocations if placed.allocated else None
 
 
-def _ids(allocations: Iterable[AllocationResult]) -> tuple[str, ...]:
+def device_ids(allocations: Iterable[AllocationResult]) -> tuple[str, ...]:
     return tuple(f"{r.driver}/{r.pool}/{r.device}" for a in allocations for r in a.results)
 
 
@@ -371,4 +375,5 @@ def _why(victims: Collection[str], node: str, lower: Mapping[str, Running], bad:
             f"need on node {node} ({budget})")
 
 
-__all__ = ["Preemption", "Running", "select_victims"]
+__all__ = ["Holders", "Lower", "Preemption", "Prepared", "Running", "Without", "device_ids", "freed_by",
+           "importance", "minus_shares", "prepare", "select_victims", "violations", "with_units"]

@@ -1,0 +1,200 @@
+"""Victim selection for a gang that cannot be placed: which running pods to evict so
+that the gang's core fits, all together, in one topology domain. Pure, as
+`allocator.preemption` is for one pod, and built from the same parts: the victims'
+freed devices and shares, the same order of reprieve and the same ranking; where a
+pod's search looks at one node at a time, a gang's looks at one domain at a time.
+
+- The gang preempts with the lowest priority among its members still to place: a
+  victim has a lower priority than every member that may get its devices. A member
+  whose `preemptionPolicy` is `Never` keeps the whole gang from preempting.
+- Per candidate domain (those of `gang.candidate_domains`, in order): every
+  lower-priority pod holding a device the domain's usable nodes reach, in a pool where
+  some request of the gang matches a device (a partition's neighbours share its
+  counters), is removed with its own gang (see `preemption.with_units`); the domain is
+  counted first (`gang.Demand`) and searched (`gang.place_gang`, that domain only) with
+  them gone. If the gang fits, victims are reprieved one by one as for a pod (PDB
+  violators first, then by priority, highest first), each kept when the gang still fits.
+- Domains are ranked as nodes are for a pod (fewest PDB violations, lowest highest
+  priority, lowest sum, fewest victims, latest start); the search stops after
+  `preemption.MIN_CANDIDATES` domains that work, or when the time budget is spent (the
+  best found so far stands: a valid answer, maybe with a victim more than needed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping, Sequence
+
+from operators.allocator.capacity import Shares, shares_from_claims
+from operators.allocator.gang import (
+    Demand,
+    GangOutcome,
+    Member,
+    candidate_domains,
+    domain_devices,
+    member_nodes,
+    place_gang,
+)
+from operators.allocator.nodes import NodeIndex
+from operators.allocator.preemption import (
+    MIN_CANDIDATES,
+    Holders,
+    Lower,
+    Preemption,
+    Prepared,
+    Verdict,
+    Without,
+    device_ids,
+    freed_by,
+    importance,
+    minus_shares,
+    violations,
+    with_units,
+)
+from operators.allocator.requests import AllocationError, Wanted, wanted_for_claim
+from operators.model import DeviceClass, DeviceID
+from operators.model.disruption import DisruptionBudget
+from operators.model.gangs import Gang
+
+
+def select_gang_victims(
+    gang: Gang,
+    members: Sequence[Member],
+    index: NodeIndex,
+    classes: Mapping[str, DeviceClass],
+    in_use: Collection[DeviceID],
+    prepared: Prepared,
+    budgets: Sequence[DisruptionBudget] = (),
+    units: Mapping[str, tuple[str, ...]] | None = None,
+    budget_s: float = 10.0,
+    shares: Shares | None = None,
+) -> Preemption:
+    """SHARES: what other claims' shares consume now (default: PREPARED's, from the
+    claims alone); IN_USE as for `place_gang`."""
+    deadline = time.monotonic() + budget_s
+    base = prepared.base_shares if shares is None else shares
+    first = place_gang(gang, members, index, classes, in_use, budget_s, shares=base)
+    if first.allocated:
+        return _answer("fits", first, (), "the gang fits without preemption")
+    if first.status != "unsatisfiable":
+        return Preemption("impossible", reason=f"the gang cannot be placed: {first.reason}")
+    pending = sorted((m for m in members if not m.placed), key=lambda m: m.label)
+    placed = [m for m in members if m.placed]
+    if len(members) < gang.min_count:
+        return Preemption("impossible", reason=first.reason or "waiting for members")
+    never = [m.label for m in pending if m.pod.preemption_policy == "Never"]
+    if never:
+        return Preemption("impossible", reason=f"member {never[0]}'s preemptionPolicy is Never")
+    priority = min(m.pod.priority for m in pending)
+    lower = Lower(prepared.running, priority)
+    own = {m.label for m in members}
+    if not any(label not in own for label in lower):
+        return Preemption("impossible", reason=f"no running pod has a lower priority than "
+                                               f"{priority}, the gang's lowest")
+    domains = candidate_domains(gang, placed, index)
+    if isinstance(domains, str):
+        return Preemption("impossible", reason=domains)
+    try:
+        plans = [[alts for ci, c in enumerate(m.pending) for alts in wanted_for_claim(ci, c, classes)]
+                 for m in pending]
+    except AllocationError as e:
+        return Preemption("impossible", reason=str(e))
+    need = max(0, gang.min_count - len(placed))
+    demand = Demand(plans[:need])  # what must fit (pending is by name, as place_gang's core)
+    pools = _pools_wanted(plans, index)
+    nodes = member_nodes(pending, index)
+    usable = {n.name: n for allowed in nodes.values() for n in allowed}
+    holders = Holders(prepared.holders, priority)
+    groups = units or {}
+    trial = _Trial(gang, members, index, classes, in_use, lower, prepared, base, deadline)
+    best: tuple[tuple[float, ...], Preemption] | None = None
+    found_in = 0
+    for domain in domains:
+        if found_in >= MIN_CANDIDATES or time.monotonic() >= deadline:
+            break
+        reach = domain_devices(domain, gang, index, usable)
+        potential = list(dict.fromkeys(h for d in reach if (d.id.driver, d.id.pool) in pools
+                                       for h in holders.get(d.id, ())))
+        victims = [v for v in with_units(potential, groups, lower) if v not in own]
+        if not victims or demand.check(reach, index, trial.without(victims))[1] is not None:
+            continue  # short by count even with every lower-priority holder gone
+        fits = trial.fits(victims, domain.text)
+        if fits is None:
+            continue
+        found_in += 1
+        order = sorted(victims, key=lambda v: importance(lower[v]))
+        violating = violations(order, lower, budgets)
+        for label in [v for v in order if v in violating] + [v for v in order if v not in violating]:
+            if label not in victims or time.monotonic() >= deadline:
+                continue
+            kept = [v for v in victims if v not in groups.get(label, (label,))]
+            if not kept or demand.check(reach, index, trial.without(kept))[1] is not None:
+                continue
+            again = trial.fits(kept, domain.text)
+            if again is not None:
+                victims, fits = kept, again
+        order = sorted(victims, key=lambda v: importance(lower[v]))
+        bad = len(violations(order, lower, budgets))
+        top = max(lower[v].pod.priority for v in victims)
+        starts = [lower[v].pod.start_time for v in victims if lower[v].pod.priority == top]
+        latest = max((s.timestamp() for s in starts if s is not None), default=0.0)
+        score = (bad, top, sum(lower[v].pod.priority for v in victims), len(victims), -latest)
+        where = f"topology domain {domain.text}" if domain.text else "the cluster"
+        budget = "no PodDisruptionBudget violated" if not bad else \
+            f"{bad} PodDisruptionBudget violation(s)"
+        answer = _answer("preempt", fits, tuple(sorted(victims)),
+                         f"evicting {len(victims)} pod(s) of priority at most {top} frees what "
+                         f"the gang's {len(fits.placed)} member(s) need in {where} ({budget})", bad)
+        if best is None or score < best[0]:
+            best = (score, answer)
+    if best is None:
+        return Preemption("impossible", reason="evicting every lower-priority pod would still not "
+                                               "let the gang be placed in any topology domain")
+    return best[1]
+
+
+def _pools_wanted(plans: Sequence[Sequence[Sequence[Wanted]]], index: NodeIndex) -> set[tuple[str, str]]:
+    """The pools with a device some request of the gang matches (any alternative)."""
+    out: set[tuple[str, str]] = set()
+    for plan in plans:
+        for alts in plan:
+            for w in alts:
+                ids, _ = index.matcher.matching(w)
+                out.update((i.driver, i.pool) for i in ids)
+    return out
+
+
+class _Trial:
+    """The gang placed in one domain with some victims gone."""
+
+    def __init__(self, gang: Gang, members: Sequence[Member], index: NodeIndex,
+                 classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID], lower: Lower,
+                 prepared: Prepared, base: Shares, deadline: float) -> None:
+        self.gang, self.members, self.index, self.classes = gang, members, index, classes
+        self.in_use, self.lower, self.prepared, self.base = in_use, lower, prepared, base
+        self.deadline = deadline
+
+    def without(self, victims: Collection[str]) -> Collection[DeviceID]:
+        return Without(self.in_use, freed_by(victims, self.lower, self.prepared.consumers)[0])
+
+    def fits(self, victims: Collection[str], domain: str) -> GangOutcome | None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return None
+        devices, claims = freed_by(victims, self.lower, self.prepared.consumers)
+        freed_shares = shares_from_claims(self.prepared.sharing[k] for k in claims
+                                          if k in self.prepared.sharing)
+        outcome = place_gang(self.gang, self.members, self.index, self.classes,
+                             Without(self.in_use, devices), left, shares=minus_shares(self.base, freed_shares),
+                             only_domain=domain)
+        return outcome if outcome.allocated else None
+
+
+def _answer(verdict: Verdict, outcome: GangOutcome, victims: tuple[str, ...], reason: str,
+            bad: int = 0) -> Preemption:
+    allocations = tuple(a for p in outcome.placed for _, a in p.allocations)
+    return Preemption(verdict, victims, device_ids(allocations), None, reason,
+                      bad, allocations, outcome.placed, outcome.domain)
+
+
+__all__ = ["select_gang_victims"]
