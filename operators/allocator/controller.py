@@ -58,7 +58,8 @@ from prometheus_client import Counter
 from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker, shares_from_tracker
 from operators.allocator.capacity import Shares
 from operators.allocator.claim_writer import WriteResult, pod_reference, release_claim, write_claim
-from operators.allocator.gang_loop import GangWork
+from operators.allocator.gang_loop import PREEMPTING, GangWork
+from operators.allocator.gang_preempt_loop import GangPreemptionWork
 from operators.allocator.holds import DEFAULT_TTL, Holds, InUse
 from operators.allocator.inventory import inventory_from_tracker
 from operators.allocator.nodes import (
@@ -80,7 +81,6 @@ from operators.allocator.pod_claims import (
     Work,
     pod_work,
 )
-from operators.allocator.preempt_loop import PreemptionWork
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.pod_reports import PodReporter, Reported
@@ -95,7 +95,6 @@ from operators.tracker.gangs import GANG_KINDS
 log = structlog.get_logger("draco.allocator")
 
 CONDITION = "DracoAllocation"
-PREEMPTING = "WaitingForPreemption"
 REASONS = {"unsatisfiable": "Unschedulable", "error": "AllocationError", "too-complex": "TooComplex"}
 UNSCHEDULABLE = "Unschedulable"
 IDLE = 60.0
@@ -123,7 +122,7 @@ class AllocatorSettings:
     budgets_refresh: float = 30.0  # seconds between reads of PodDisruptionBudgets
 
 
-class AllocatorController(KeyedPassLoop, GangWork, PreemptionWork):
+class AllocatorController(KeyedPassLoop, GangPreemptionWork, GangWork):
     name = "allocator"
 
     def __init__(self, tracker: Tracker, client: KubeClient, settings: AllocatorSettings | None = None,
@@ -327,7 +326,7 @@ class AllocatorController(KeyedPassLoop, GangWork, PreemptionWork):
                 outcome = placement.outcome
                 if self.settings.preemption and outcome.status == "unsatisfiable" and \
                         self._preempt(key, work.pod, self._node_index(), self._nominated_from(
-                            key, self._reserved_from(key, self._current_in_use()))):
+                            (key,), self._reserved_from(key, self._current_in_use()))):
                     self.unsatisfied[key] = work.uid  # decided again as the victims go
                     self._spawn(key, self._report(
                         key, work.uid, PREEMPTING, f"{outcome.reason or outcome.status}; "
@@ -363,7 +362,7 @@ class AllocatorController(KeyedPassLoop, GangWork, PreemptionWork):
         allowed, refused = found
         view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
         view.nodes = allowed
-        in_use = self._nominated_from(work.pod.meta.key,
+        in_use = self._nominated_from((work.pod.meta.key,),
                                       self._reserved_from(work.pod.meta.key, self._current_in_use()))
         placement = place(list(work.pending), view, self._classes, in_use,
                           self.settings.budget, refused=refused, start=self._next_start,

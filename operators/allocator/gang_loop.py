@@ -44,18 +44,20 @@ from operators.allocator.gang import GangOutcome, place_gang
 from operators.allocator.gang_members import GangMembers, GangView, gang_view
 from operators.allocator.holds import Holds, InUse
 from operators.allocator.nodes import NodeIndex
+from operators.allocator.nomination import NOMINATION_ANNOTATION
 from operators.allocator.results import allocation_to_api
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.pod_reports import PodReporter
 from operators.kube.supervision import guarded
-from operators.model import DeviceClass, DeviceID, NamespacedName
+from operators.model import DeviceClass, DeviceID, NamespacedName, Pod
 from operators.tracker import Change, Tracker
 from operators.tracker.gangs import GANG_KINDS, GangKey, gang_overlay
 
 log = structlog.get_logger("draco.allocator")
 
 DEFAULT_WAIT_S = 300.0
+PREEMPTING = "WaitingForPreemption"  # as a single pod waiting for its victims reports
 GANGS = Counter("draco_allocator_gangs_total", "Gang decisions, by outcome.", ["outcome"])
 
 
@@ -130,6 +132,17 @@ class GangWork:
 
     async def _report(self, key: NamespacedName, uid: str, reason: str, message: str) -> None:
         raise NotImplementedError
+
+    # provided by the preemption mixin (gang_preempt_loop), which comes before this one
+    def _nominated_from(self, own: Collection[NamespacedName],
+                        in_use: Collection[DeviceID]) -> Collection[DeviceID]:
+        return in_use
+
+    def _note_nomination(self, pod: Pod) -> None:
+        return None
+
+    def _preempt_gang(self, view: GangView, index: NodeIndex, in_use: Collection[DeviceID]) -> bool:
+        return False
 
     def _gang_init(self) -> None:
         self.gang_members = GangMembers()
@@ -240,9 +253,12 @@ class GangWork:
         if any(c.meta.key in self.holds for m in view.pending for c in m.pending):
             return  # written, not seen back yet: the claims' events wake the gang
         index = self._node_index()
-        outcome = place_gang(view.gang, view.members, index, self._classes,
-                             self._current_in_use(), self.settings.budget,
-                             shares=self._current_shares())
+        if self.settings.preemption:
+            for m in view.pending:
+                self._note_nomination(m.pod)  # a new leader learns the gang's nomination here
+        in_use = self._nominated_from({m.pod.meta.key for m in view.members}, self._current_in_use())
+        outcome = place_gang(view.gang, view.members, index, self._classes, in_use,
+                             self.settings.budget, shares=self._current_shares())
         self.decisions += 1
         if outcome.allocated and outcome.placed:
             self.gang_waiting.discard(gkey)
@@ -268,6 +284,14 @@ class GangWork:
         if view.gated_placed and not view.complete:
             # an incomplete gang never holds devices: what a killed writer left is released
             self._start_roll_back(view)
+        elif self.settings.preemption and outcome.status == "unsatisfiable" and \
+                self._preempt_gang(view, index, in_use):
+            self._unreserve(view.key)  # the nomination keeps its devices, not a reservation
+            self._gang_report(view, PREEMPTING, f"{view.gang.kind} {view.label}: "
+                              f"{outcome.reason}; lower-priority pods are being preempted for "
+                              f"it (see the members' {NOMINATION_ANNOTATION} annotation)")
+            self._gang_write_status(view, outcome, PREEMPTING)
+            return
         self._reserve(view, outcome)
         reason = "WaitLimitExceeded" if view.key in self.gang_limit_passed else "GangUnschedulable"
         self._gang_report(view, reason, f"{view.gang.kind} {view.label}: {outcome.reason}; the "

@@ -123,11 +123,13 @@ class PreemptionWork:
             self.nominee_uids[pod.meta.key] = pod.meta.uid
         self._age()
 
-    def _nominated_from(self, key: NamespacedName, in_use: Collection[DeviceID]) -> Collection[DeviceID]:
-        """IN_USE for pod KEY, plus the devices standing nominations promise to others."""
+    def _nominated_from(self, own: Collection[NamespacedName],
+                        in_use: Collection[DeviceID]) -> Collection[DeviceID]:
+        """IN_USE for the pods OWN (one pod, or a gang's members), plus the devices
+        standing nominations promise to others."""
         if not self.nominations:
             return in_use
-        others = ((k, n) for k, n in self.nominations.items() if k != key)
+        others = ((k, n) for k, n in self.nominations.items() if k not in own)
         extra = frozenset(nominated_devices(others, self.clock()))  # type: ignore[attr-defined]
         return Reserved(in_use, extra) if extra else in_use  # in use, plus others' nominations
 
