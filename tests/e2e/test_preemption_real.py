@@ -10,7 +10,9 @@ kube-controller-manager, the test releases the victims' claims as its resource c
 controller would; on 1.34 the real one does. On 1.37 the same pod without draco's gate
 stays pending under kube-scheduler alone (its preemption frees no device), shown first;
 then, with draco, an ungated lower-priority pod created beside the preemptor is kept off
-the freed GPU by draco's NoSchedule fence (upstream's DeviceTaintRule).
+the freed GPU by draco's NoSchedule fence (upstream's DeviceTaintRule). A gang preempts
+the same way, on all three: every member's nomination, the victims once, the whole gang
+on the freed GPUs.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from operators.allocator.preempt_loop import FENCE_LABEL, FENCE_RULES
 from operators.apiserver.testing import wait_for
 from tests.e2e.backends import Backend, RealBackend
 from tests.e2e.test_allocator_e2e import SETTINGS, claims_path, pods_path
-from tests.e2e.test_gangs_real import device_class, node_slice, results
+from tests.e2e.test_gangs_real import device_class, gang_object, node_slice, results
 from tests.operator_threads import operator_threads
 
 PREEMPTING = SimpleNamespace(**vars(SETTINGS), preemption=True, nomination_timeout=300.0)
@@ -48,11 +50,15 @@ def priority_of(b: Backend, value: int) -> dict[str, Any]:
     return {"priorityClassName": name}
 
 
-def gpu_pod(b: Backend, name: str, cls: str, priority: int, *, gated: bool = True) -> None:
+def gpu_pod(b: Backend, name: str, cls: str, priority: int, *, gated: bool = True,
+            gang: str | None = None) -> None:
     b.create(claims_path(b), {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                               "metadata": {"name": f"{name}-gpu"}, "spec": {"devices": {"requests": [
                                   {"name": "gpu", "exactly": {"deviceClassName": cls}}]}}})
-    b.create(pods_path(b), {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+    meta: dict[str, Any] = {"name": name}
+    if gang:
+        meta["labels"] = {"resource.draco.dev/gang": gang}
+    b.create(pods_path(b), {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
         "schedulingGates": [{"name": GATE}] if gated else [], **priority_of(b, priority),
         "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}],
         "containers": [{"name": "c", "image": "registry.invalid/app",
@@ -205,3 +211,48 @@ def test_a_new_draco_finishes_the_nomination_it_finds(backend: Backend, operator
     survivor = "low-1" if victim == "low-0" else "low-0"
     assert b.get(f"{pods_path(b)}/{survivor}") is not None, "no victim beyond the nomination's"
     wait_for(lambda: nominated() is None, timeout=30)
+
+
+def gang_preempts(b: Backend, operator: Any) -> None:
+    """Two priority-10 pods hold both GPUs of node-0; a priority-1000 gang of two (minCount
+    2) arrives with a priority-10 rival: both low pods go, the gang gets both GPUs
+    together (`Allocated`), the rival none."""
+    cls = device_class(b)
+    node_slice(b, "node-0", [{"name": "gpu-0"}, {"name": "gpu-1"}])
+    operator(("allocator", "narrowing"), PREEMPTING)
+    for i in range(2):
+        gpu_pod(b, f"low-{i}", cls, 10)
+    wait_for(lambda: all(devices(b, f"low-{i}") and not gated(b, f"low-{i}") for i in range(2)),
+             timeout=60)
+    gang_object(b, "team", 2)
+    for i in range(2):
+        gpu_pod(b, f"t-{i}", cls, 1000, gang="team")
+    gpu_pod(b, "rival", cls, 10)
+
+    def nomination(pod: str) -> dict[str, Any] | None:
+        found = b.get(f"{pods_path(b)}/{pod}") or {}
+        text = (found.get("metadata", {}).get("annotations") or {}).get(NOMINATION_ANNOTATION)
+        return json.loads(text) if text else None
+
+    both = wait_for(lambda: (nomination("t-0"), nomination("t-1")) if nomination("t-0")
+                    and nomination("t-1") else None, timeout=60)
+    assert both[0]["victims"] == both[1]["victims"] == [f"{b.ns}/low-0", f"{b.ns}/low-1"]
+    assert sorted(both[0]["devices"] + both[1]["devices"]) == [
+        f"{b.driver}/{b.ns}-node-0/gpu-0", f"{b.driver}/{b.ns}-node-0/gpu-1"]
+    wait_for(lambda: all(b.get(f"{pods_path(b)}/low-{i}") is None for i in range(2)), timeout=90)
+    if b.name == "embedded":
+        release_orphaned_claims(b)
+    b.kubectl("wait", "--for=condition=Allocated", "gang/team", "--timeout=90s", timeout=120)
+    assert sorted(devices(b, "t-0") + devices(b, "t-1")) == ["gpu-0", "gpu-1"]
+    wait_for(lambda: not gated(b, "t-0") and not gated(b, "t-1"), timeout=60)
+    assert devices(b, "rival") == [] and gated(b, "rival"), "the nominated GPUs went to no one else"
+    wait_for(lambda: nomination("t-0") is None and nomination("t-1") is None, timeout=30)
+
+
+def test_a_gang_preempts_and_is_placed_whole(backend: Backend, operator: Any) -> None:
+    gang_preempts(backend, operator)
+
+
+@pytest.mark.real
+def test_137_a_gang_preempts_and_is_placed_whole(real_137: RealBackend, operator_on_137: Any) -> None:
+    gang_preempts(real_137, operator_on_137)
