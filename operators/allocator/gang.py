@@ -355,10 +355,14 @@ def place_gang(
     *,
     shares: Shares = NO_SHARES,
     only_domain: str | None = None,
+    nodes: Mapping[str, list[NodeInfo]] | None = None,
+    explain: bool = True,
 ) -> GangOutcome:
     """The gang's placement (see the module's docstring); `in_use`/`shares`: what other
-    claims hold, as for one pod's `nodes.place`; ONLY_DOMAIN: search that domain (its
-    text) alone, as preemption does when it frees devices in one domain at a time."""
+    claims hold, as for one pod's `nodes.place`. For preemption's trials, which free
+    devices in one domain at a time: ONLY_DOMAIN searches that domain (its text) alone,
+    NODES is `member_nodes` computed once, and without EXPLAIN an unsatisfiable outcome
+    carries no reason and no closest domain (saving the work of finding them)."""
     deadline = time.monotonic() + budget_s
     members = sorted(members, key=lambda m: m.label)
     placed = [m for m in members if m.placed]
@@ -392,7 +396,8 @@ def place_gang(
             broken.append(m.label)
     extras = [m for m in extras if m.label not in broken]
     demand = Demand(plans_all)
-    nodes = member_nodes(pending, index)
+    if nodes is None:
+        nodes = member_nodes(pending, index)
     usable = {n.name: n for allowed in nodes.values() for n in allowed}
     ranked: list[tuple[int, str, Domain]] = []
     short: list[tuple[int, str, Domain]] = []
@@ -440,6 +445,8 @@ def place_gang(
         return GangOutcome("too-complex", reason=f"the gang's search found no placement within "
                            f"its {budget_s:g}s budget ({searched} of {len(ranked)} domains searched)",
                            domains=len(candidates), searched=searched, steps=steps)
+    if not explain:
+        return GangOutcome("unsatisfiable", domains=len(candidates), searched=searched, steps=steps)
     near = best[3] if best is not None else (max(short, key=lambda t: (t[0], t[2].text))[2]
                                              if short else None)
     closest: frozenset[DeviceID] = frozenset()
