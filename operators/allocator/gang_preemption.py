@@ -49,9 +49,10 @@ from operators.allocator.preemption import (
     Without,
     device_ids,
     freed_by,
-    importance,
     minus_shares,
-    violations,
+    rank,
+    reprieve_order,
+    why,
     with_units,
 )
 from operators.allocator.requests import AllocationError, Wanted, wanted_for_claim
@@ -127,9 +128,7 @@ def select_gang_victims(
         if fits is None:
             continue
         found_in += 1
-        order = sorted(victims, key=lambda v: importance(lower[v]))
-        violating = violations(order, lower, budgets)
-        for label in [v for v in order if v in violating] + [v for v in order if v not in violating]:
+        for label in reprieve_order(victims, lower, budgets):
             if label not in victims or time.monotonic() >= deadline:
                 continue
             kept = [v for v in victims if v not in groups.get(label, (label,))]
@@ -143,18 +142,11 @@ def select_gang_victims(
             again = trial.fits(kept, domain.text)
             if again is not None:
                 victims, fits = kept, again
-        order = sorted(victims, key=lambda v: importance(lower[v]))
-        bad = len(violations(order, lower, budgets))
-        top = max(lower[v].pod.priority for v in victims)
-        starts = [lower[v].pod.start_time for v in victims if lower[v].pod.priority == top]
-        latest = max((s.timestamp() for s in starts if s is not None), default=0.0)
-        score = (bad, top, sum(lower[v].pod.priority for v in victims), len(victims), -latest)
+        score = rank(victims, lower, budgets)
         where = f"topology domain {domain.text}" if domain.text else "the cluster"
-        budget = "no PodDisruptionBudget violated" if not bad else \
-            f"{bad} PodDisruptionBudget violation(s)"
-        answer = _answer("preempt", fits, tuple(sorted(victims)),
-                         f"evicting {len(victims)} pod(s) of priority at most {top} frees what "
-                         f"the gang's {len(fits.placed)} member(s) need in {where} ({budget})", bad)
+        answer = _answer("preempt", fits, tuple(sorted(victims)), why(
+            victims, lower, int(score[0]),
+            f"what the gang's {len(fits.placed)} member(s) need in {where}"), int(score[0]))
         if best is None or score < best[0]:
             best = (score, answer)
     if best is None:

@@ -221,9 +221,7 @@ def select_victims(
         if fits is None:
             continue
         candidates += 1
-        order = sorted(victims, key=lambda v: importance(lower[v]))
-        violating = violations(order, lower, budgets)
-        for label in [v for v in order if v in violating] + [v for v in order if v not in violating]:
+        for label in reprieve_order(victims, lower, budgets):
             if label not in victims:
                 continue
             kept = [v for v in victims if v not in groups.get(label, (label,))]
@@ -234,20 +232,38 @@ def select_victims(
                           base_shares, budget_s)
             if trial is not None:
                 victims, fits = kept, trial
-        order = sorted(victims, key=lambda v: importance(lower[v]))
-        bad = len(violations(order, lower, budgets))
-        top = max(lower[v].pod.priority for v in victims) if victims else -(1 << 31)
-        starts = [lower[v].pod.start_time for v in victims if lower[v].pod.priority == top]
-        latest = max((s.timestamp() for s in starts if s is not None), default=0.0)
-        score = (bad, top, sum(lower[v].pod.priority for v in victims), len(victims), -latest)
+        score = rank(victims, lower, budgets)
+        bad = int(score[0])
         found = Preemption("preempt", tuple(sorted(victims)), device_ids(fits), node.name,
-                           _why(victims, node.name, lower, bad), bad, fits)
+                           why(victims, lower, bad, f"what the claims need on node {node.name}"), bad, fits)
         if best is None or score < best[0]:
             best = (score, found)
     if best is None:
         return Preemption("impossible", reason="evicting every lower-priority pod would still not "
                                                "make the claims fit on any node the pod may use")
     return best[1]
+
+
+def reprieve_order(victims: Sequence[str], lower: Mapping[str, Running],
+                   budgets: Sequence[DisruptionBudget]) -> list[str]:
+    """The order victims are tried for a reprieve: those whose eviction would violate a
+    PodDisruptionBudget first, then the rest; each group the most important first."""
+    order = sorted(victims, key=lambda v: importance(lower[v]))
+    violating = violations(order, lower, budgets)
+    return [v for v in order if v in violating] + [v for v in order if v not in violating]
+
+
+def rank(victims: Sequence[str], lower: Mapping[str, Running],
+         budgets: Sequence[DisruptionBudget]) -> tuple[float, ...]:
+    """A candidate's victims as upstream ranks candidates, lowest best: PDB violations,
+    the highest victim priority, the sum of priorities, the count, then the latest start
+    among the highest-priority victims (negated)."""
+    order = sorted(victims, key=lambda v: importance(lower[v]))
+    bad = len(violations(order, lower, budgets))
+    top = max(lower[v].pod.priority for v in victims) if victims else -(1 << 31)
+    starts = [lower[v].pod.start_time for v in victims if lower[v].pod.priority == top]
+    latest = max((s.timestamp() for s in starts if s is not None), default=0.0)
+    return (bad, top, sum(lower[v].pod.priority for v in victims), len(victims), -latest)
 
 
 class Lower(Mapping[str, Running]):
@@ -368,12 +384,13 @@ def device_ids(allocations: Iterable[AllocationResult]) -> tuple[str, ...]:
     return tuple(f"{r.driver}/{r.pool}/{r.device}" for a in allocations for r in a.results)
 
 
-def _why(victims: Collection[str], node: str, lower: Mapping[str, Running], bad: int) -> str:
+def why(victims: Collection[str], lower: Mapping[str, Running], bad: int, what: str) -> str:
+    """The answer's reason: how many go, up to which priority, and WHAT they free."""
     top = max(lower[v].pod.priority for v in victims)
     budget = "no PodDisruptionBudget violated" if not bad else f"{bad} PodDisruptionBudget violation(s)"
-    return (f"evicting {len(victims)} pod(s) of priority at most {top} frees what the claims "
-            f"need on node {node} ({budget})")
+    return f"evicting {len(victims)} pod(s) of priority at most {top} frees {what} ({budget})"
 
 
 __all__ = ["Holders", "Lower", "Preemption", "Prepared", "Running", "Without", "device_ids", "freed_by",
-           "importance", "minus_shares", "prepare", "select_victims", "violations", "with_units"]
+           "importance", "minus_shares", "prepare", "rank", "reprieve_order", "select_victims",
+           "violations", "why", "with_units"]
