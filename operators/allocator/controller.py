@@ -83,6 +83,7 @@ from operators.allocator.pod_claims import (
 )
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
+from operators.kube.metrics import gated_pod_done
 from operators.kube.pod_reports import PodReporter, Reported
 from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
@@ -505,6 +506,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GangWork):
 
     def _allocated(self, key: NamespacedName, work: Work, placement: Placement | None) -> None:
         self._nomination_done(key, work.uid)  # a preemptor's nomination ends here
+        gated_pod_done(self.name, work.pod.meta.creation_timestamp, self.clock())
         ns, name = key.namespace, key.name
         node = placement.node if placement is not None else None
         claims = [c.name for c in work.pending]

@@ -349,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
     port = int(getattr(args, "gate_webhook_port", 0) or 0)
     webhook = (str(getattr(args, "gate_webhook_address", "127.0.0.1")), port) if port else None
     process = Process(controllers, SyncGate(), default_supervisor(), webhook)
-    registry, _, _ = build(controllers, args, gate=process.gate)
+    registry, tracker, started = build(controllers, args, gate=process.gate)
     structlog.get_logger("draco").info(
         "draco starting", version=version(), controllers=controllers, server=server,
         qps=args.qps, burst=args.burst, eviction_workers=args.eviction_workers,
@@ -359,12 +359,17 @@ def run(args: argparse.Namespace) -> int:
         health=f"http://{args.health_address}:{args.health_port}/readyz" if args.health_port else None,
         leader_elect=args.leader_elect, event_loop="uvloop" if loop_factory() else "asyncio")
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
-        return runner.run(_operate(registry, process, args))
+        return runner.run(_operate(registry, process, args, tracker, started))
 
 
-async def _operate(registry: Any, process: Any, args: argparse.Namespace) -> int:
+async def _operate(registry: Any, process: Any, args: argparse.Namespace, tracker: Any = None,
+                   started: dict[str, Any] | None = None) -> int:
     from operators.cli.lifecycle import operate
 
+    if args.metrics_port:  # gauges read on this loop when Prometheus scrapes
+        from operators.cli import run_metrics
+
+        run_metrics.install(process, tracker, started or {}, leader_elect=bool(args.leader_elect))
     freezing = asyncio.create_task(freeze_after_sync(process.gate))
     try:
         return await operate(registry, process, args)

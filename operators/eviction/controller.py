@@ -270,6 +270,7 @@ class EvictionController(PassLoop, RuleSteps):
                 for rule in pod.rules:
                     state = self.rules.setdefault(rule, RuleState())
                     state.evicted += 1
+                    metrics.rule_evicted(rule)
                     self._remember_devices(rule, pod)
             else:
                 self.retry_at[pod.uid] = plus(self.clock(), duration(self.settings.retry_after)) or self.clock()

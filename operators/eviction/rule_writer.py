@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from operators.eviction import metrics
 from operators.eviction import status as rule_status
 from operators.eviction.decisions import EvictionPlan
 from operators.eviction.index import EvictionIndex
@@ -75,11 +76,13 @@ class RuleSteps:
                 wake = min(wake, self.settings.retry_after)
         for gone in set(self.rules) - seen:
             del self.rules[gone]
+            metrics.rule_gone(gone)
         return wake
 
     async def _rule_step(self, rule: DeviceTaintRule, now: datetime,
                          current: EvictionPlan | None) -> float:
         state = self.rules.setdefault(rule.name, RuleState())
+        metrics.rule_seen(rule.name, rule.selector.driver if rule.selector is not None else None)
         if state.effect != rule.effect:
             if state.effect is None:
                 created = rule.meta.creation_timestamp
@@ -149,6 +152,8 @@ class RuleSteps:
         cond = rule_status.compute(
             self.tracker, rule, now, evicted=state.evicted, effect_since=state.effect_since,
             grace=grace, current=current, counts=self._counts(rule))
+        metrics.rule_condition(rule.name, cond.counts.pending_pods if rule.effect == "NoExecute" else 0,
+                               cond.status == "True")
         if cond.status is None:
             held = seconds_until(plus(state.effect_since or now, grace), now)
             return max(min(held, IDLE), 0.05)

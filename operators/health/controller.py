@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from operators.health import metrics
 from operators.health.decisions import Decision, Memory, decide, rule_name
 from operators.health.policy import (
     API_VERSION,
@@ -258,11 +259,13 @@ class HealthController:
                     decision.untaint.remove(dev)
                     decision.taint[dev] = ruled[dev]
             self.memory[name] = decision.memory
+            metrics.publish(policy, seen.selected, decision)
             await self._apply(policy, decision, owned, now)
             await self._write_status(name, entry, decision, seen.problems, now)
             wake = decision.next_wake()
             if wake is not None:
                 wakes.append(wake)
+        metrics.keep_only(n for n, e in self.policies.items() if e.parsed is not None)
         # rules of policies that are gone (the garbage collector does it too, later)
         for uid, owned in by_uid.items():
             if uid in live_uids:

@@ -20,6 +20,8 @@ from typing import Any
 
 import aiohttp
 
+from operators.kube.metrics import count_answer
+
 # The kubernetes client writes a kubeconfig's certificate data to temporary files and
 # names each file in a process-wide table before writing it: a second thread loading a
 # kubeconfig at that moment gets the name of a file still empty ("[SSL] PEM lib", seen in
@@ -183,6 +185,7 @@ class KubeClient:
                     last = Response(resp.status, parsed)
             except (TimeoutError, aiohttp.ClientError) as exc:
                 last = Response(0, {"message": f"{type(exc).__name__}: {exc}"})
+            count_answer(method, last.status, path)
             retriable = last.status == 0 or last.status == 429 or last.status >= 500
             if retriable and attempt < self.retries:
                 await asyncio.sleep(delay)

@@ -19,6 +19,12 @@ EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects go
 DROPPED = Counter("draco_events_dropped_total",
                   "Normal Events not posted because a burst of them used up their budget",
                   ["component", "reason"])
+# Per component, made at zero when its recorder is: a dashboard shows every component
+# that reports, and a rate of drops or failures from the first one.
+OUTCOMES = Counter("draco_events_total",
+                   "Events a component wanted to post, by outcome: posted, dropped (a burst of "
+                   "Normal Events used up their budget) or failed (the API refused or did not answer)",
+                   ["component", "outcome"])
 
 
 class EventRecorder:
@@ -34,6 +40,8 @@ class EventRecorder:
         self.dropped = 0
         self._seen: dict[tuple[str, ...], float] = {}
         self.posted = 0
+        for outcome in ("posted", "dropped", "failed"):
+            OUTCOMES.labels(component=component, outcome=outcome)
 
     async def emit(self, involved: Mapping[str, Any], reason: str, message: str,
                    type_: str = "Normal") -> bool:
@@ -51,6 +59,7 @@ class EventRecorder:
         if type_ == "Normal" and self.normal_budget is not None and not self.normal_budget.try_take():
             self.dropped += 1
             DROPPED.labels(component=self.component, reason=reason).inc()
+            OUTCOMES.labels(component=self.component, outcome="dropped").inc()
             return False
         self._seen[key] = now_mono
         if len(self._seen) > 10_000:
@@ -71,6 +80,8 @@ class EventRecorder:
             resp = await self.client.post(f"/api/v1/namespaces/{namespace}/events", body)
             if resp.ok:
                 self.posted += 1
+            OUTCOMES.labels(component=self.component, outcome="posted" if resp.ok else "failed").inc()
             return resp.ok
+        OUTCOMES.labels(component=self.component, outcome="failed").inc()  # raised
         self._seen.pop(key, None)  # not posted: another attempt may succeed
         return False

@@ -39,6 +39,7 @@ import structlog
 from operators.kube import prefetch
 from operators.kube.client import Credentials
 from operators.kube.feed import retry_delay
+from operators.kube.metrics import count_answer
 from operators.kube.supervision import guarded, report_error
 from operators.model import NamespacedName
 from operators.tracker import Tracker
@@ -224,6 +225,8 @@ class ListWatch:
                         self.gate.failing_list(kind, str(err))
                     log.warning("cannot list; retrying", kind=kind, error=str(err))
                 except (Interrupted, aiohttp.ClientError, TimeoutError, OSError) as err:
+                    if not isinstance(err, Interrupted):
+                        count_answer("WATCH" if self.resource_version else "LIST", 0)
                     log.warning("watch interrupted; resuming", kind=kind,
                                 error=f"{type(err).__name__}: {err}")
                 except Exception as err:  # a bug here must not end the feed: counted, retried
@@ -291,6 +294,7 @@ class ListWatch:
             if resp.status == 410 and token:
                 return None
             if resp.status != 200:
+                count_answer("LIST", resp.status)
                 raise ListFailed(f"HTTP {resp.status}")
         return raw
 
@@ -301,6 +305,7 @@ class ListWatch:
             if resp.status == 410:
                 raise Expired()
             if resp.status != 200:
+                count_answer("WATCH", resp.status)
                 raise ListFailed(f"watch answered HTTP {resp.status}")
             transport = resp.connection.transport if resp.connection is not None else None
             clock = asyncio.get_running_loop().time

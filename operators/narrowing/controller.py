@@ -49,6 +49,7 @@ from prometheus_client import Counter
 from operators.kube.client import KubeClient, Response
 from operators.kube.conditions import rfc3339
 from operators.kube.conflicts import read_modify_write
+from operators.kube.metrics import gated_pod_done
 from operators.kube.pod_reports import PodReporter, Reported
 from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
@@ -375,6 +376,8 @@ class NarrowingController(KeyedPassLoop):
             return
         self.narrowed_total += 1
         OUTCOMES.labels(outcome="Narrowed").inc()
+        pod = self.tracker.pod(key)
+        gated_pod_done(self.name, pod.meta.creation_timestamp if pod is not None else None, self.clock())
         log.info("narrowed and ungated pod", kind="Pod", namespace=ns, name=name,
                  claims=list(ready.claims), exact=result.exact)
         claims = (f"claim{'s' if len(ready.claims) > 1 else ''} {', '.join(ready.claims)}"
