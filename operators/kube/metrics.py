@@ -47,6 +47,8 @@ ALLOCATION_DURATION = Histogram(
     ["controller"],
     buckets=ALLOCATION_BUCKETS,
 )
+for _controller in ("allocator", "narrowing"):
+    ALLOCATION_DURATION.labels(controller=_controller)
 
 
 def error_reason(status: int, path: str = "") -> str | None:
