@@ -1,1 +1,1 @@
-"""draco's benchmarks: `python -m benchmarks` (see README, "Benchmarks")."""
+"""draco's benchmarks: `python -m benchmarks` (see docs/development/benchmarks.md)."""

@@ -119,7 +119,7 @@ def register(subparsers: Any) -> None:
                         "kube-scheduler 1.37's defaults): " + ", ".join(sorted(GATE_NAMES)))
     parser.add_argument("--serve", action="store_true",
                         help="answer allocation requests, one JSON object per line on stdin, "
-                        "one answer per line on stdout (for programs; see README)")
+                        "one answer per line on stdout (for programs; see the CLI guide)")
     parser.set_defaults(func=run)
 
 

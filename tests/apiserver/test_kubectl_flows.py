@@ -1,4 +1,4 @@
-"""kubectl flows of the README on the embedded server, with whichever kubectl runs the
+"""kubectl flows of the docs on the embedded server, with whichever kubectl runs the
 suite (KUBECTL or PATH; checked with 1.32 and 1.37): Lists and multi-document files,
 client-side validation of Lists, `wait` over watch-lists, `explain` of draco's CRDs,
 the default table columns, and `draco apiserver` itself."""

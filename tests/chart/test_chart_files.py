@@ -119,5 +119,8 @@ def test_values_table_rows_follow_nesting_and_comments() -> None:
             "  # -- back up\n  e: \"\"\n")
     assert values_table.rows(text) == [
         ("a", "1", "top continued"), ("b.c.d", "{x: 1}", "deep | piped"), ("b.e", '""', "back up")]
-    assert "| `b.c.d` | `{x: 1}` | deep \\| piped |" in values_table.table(text)
+    schema = {"properties": {"a": {"type": "integer"}, "b": {"type": "object", "properties": {
+        "c": {"type": "object", "properties": {"d": {"type": "object", "additionalProperties": {"type": "string"}}}},
+        "e": {"type": "string"}}}}}
+    assert "| `b.c.d` | map of strings | `{x: 1}` | deep \\| piped |" in values_table.table(text, schema)
 

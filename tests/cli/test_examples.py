@@ -1,26 +1,54 @@
-"""The README's offline commands over the shipped examples give the documented answers."""
+"""The CLI guide's offline commands over the shipped examples give the documented answers:
+the commands and their answers are read from docs/cli-guide.md."""
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
 
 from operators.cli.main import main
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+GUIDE = ROOT / "docs" / "cli-guide.md"
+EVICTIONS = "draco evictions --from examples/cluster.yaml --from examples/rules.yaml"
 
 
-def test_evictions_over_the_example_rule(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["evictions", "--from", str(EXAMPLES / "cluster.yaml"), "--from", str(EXAMPLES / "rules.yaml"),
-            "--now", "2026-11-22T10:00:00Z", "-o", "json"]
-    assert main(argv) == 0
+def guide_blocks() -> list[tuple[str, str]]:
+    """(language, body) of every fenced block of the guide, in order."""
+    return re.findall(r"^```(\w*)\n(.*?)^```", GUIDE.read_text(), re.S | re.M)
+
+
+def test_evictions_over_the_example_rule(capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guide's `draco evictions … -o json` prints the JSON block that follows it."""
+    blocks = guide_blocks()
+    at = next(i for i, (lang, body) in enumerate(blocks) if lang == "sh" and body.startswith(EVICTIONS))
+    command, (lang, documented) = blocks[at][1].strip(), blocks[at + 1]
+    assert lang == "json"
+    monkeypatch.chdir(ROOT)
+    assert main(shlex.split(command)[1:]) == 0
     doc = json.loads(capsys.readouterr().out)
+    assert doc == json.loads(documented)
     assert doc["evict"] == ["team-a/trainer-0"] and doc["later"] == [] and doc["errors"] == []
     rule = doc["rules"]["gpu-maint"]
     assert (rule["EvictionInProgress"], rule["reason"], rule["affectedDevices"], rule["allocatedDevices"],
             rule["podsToEvict"], rule["namespaces"]) == ("True", "PodsPendingEviction", 2, 1, 1, 1)
+
+
+def test_offline_allocation_table(capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guide's `$ draco allocate --from examples/cluster.yaml` console block, verbatim."""
+    console = next(body for lang, body in guide_blocks()
+                   if lang == "console" and body.startswith("$ draco allocate --from examples/cluster.yaml\n"))
+    command, _, documented = console.partition("\n")
+    monkeypatch.chdir(ROOT)
+    assert main(shlex.split(command.removeprefix("$ "))[1:]) == 0
+    assert capsys.readouterr().out == documented
 
 
 def test_offline_taint_preview(capsys: pytest.CaptureFixture[str]) -> None:

@@ -44,7 +44,7 @@ attribute = st.one_of(
 attr_name = st.sampled_from(["model", "example.com/model", "Model", "a/b/c", "x" * 64, "gpu.example.com/index"])
 # Not generated: CEL of a non-boolean type ("1 + 1"), which kube-apiserver's type check
 # refuses and the embedded server, which parses but does not type-check, accepts (a
-# difference the README lists).
+# difference docs/differences.md lists).
 cel = st.sampled_from(['device.driver == "gpu.example.com"', "device.driver ==",
                        'device.attributes["gpu.example.com"].model == "A100"', "true",
                        'device.capacity["gpu.example.com"].memory.compareTo(quantity("1Gi")) >= 0'])

@@ -100,8 +100,8 @@ def test_generated_taints_evict_what_kube_controller_manager_evicts(
 
     ours = draco_evicts(b, tmp_path / "draco", taints, tolerations, pods, added)
     # upstream's controller honours only tolerations with effect NoExecute; draco lets an
-    # empty effect match every effect, as the API documents (a difference the README
-    # lists): with those tolerations left out, draco must answer exactly as kcm did
+    # empty effect match every effect, as the API documents (a difference
+    # docs/differences.md lists): with those tolerations left out, draco must answer exactly as kcm did
     upstream_view = {d: [t for t in ts if t.get("effect")] for d, ts in tolerations.items()}
     as_upstream = draco_evicts(b, tmp_path / "upstream", taints, upstream_view, pods, added)
     deliberate = sorted(as_upstream ^ ours)

@@ -1,4 +1,4 @@
-"""The kubectl flows the README shows, on the embedded server and a real one alike."""
+"""The kubectl flows the docs show, on the embedded server and a real one alike."""
 
 from __future__ import annotations
 
