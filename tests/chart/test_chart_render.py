@@ -206,7 +206,8 @@ def test_leader_election_role_is_namespaced_to_leases() -> None:
 def test_all_enabled_render_has_every_optional_object() -> None:
     objs = objects(template("-f", str(ALL_ENABLED)))
     kinds = {o["kind"] for o in objs}
-    assert {"ServiceMonitor", "NetworkPolicy", "MutatingWebhookConfiguration", "Secret"} <= kinds
+    assert {"ServiceMonitor", "NetworkPolicy", "MutatingWebhookConfiguration", "Secret", "PrometheusRule"} <= kinds
+    assert find(objs, "ConfigMap", "draco-dashboard")["metadata"]["annotations"] == {"grafana_folder": "DRA"}
     dep = find(objs, "Deployment", "draco")
     env = env_of(dep)
     assert env["DRACO_QPS"] == "50" and env["DRACO_BURST"] == "100" and env["DRACO_EVICTION_WORKERS"] == "8"
