@@ -46,8 +46,8 @@ JITTER = 1.2  # client-go's JitterFactor: retries wait retry period x (1 + up to
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
-LEADER = Gauge("draco_leader", "1 while this process holds the leader Lease and acts, else 0.",
-               ["lease"])
+LEADER = Gauge("draco_leader", "1 while this process holds the leader Lease and acts, else 0; "
+               "without --leader-elect, lease=\"\" is 1 on a process that runs controllers.", ["lease"])
 
 
 class LeaseError(Exception):
