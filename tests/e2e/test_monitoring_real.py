@@ -274,6 +274,8 @@ def test_every_panel_and_alert_on_a_real_prometheus(real: RealBackend, draco: Dr
             return missing + [f"{name} not firing" for name in sorted(FIRING - firing)]
 
         poll(not_yet, 45, "every panel and alert value to return series and the flow's alerts to fire")
+        for name, (_, expr) in values.items():  # the whole expr: series exactly where it fires
+            assert bool(prom.query(expr)) == (name in FIRING), name
         check_alerts(prom, names)
         check_values(prom, names)
         check_variables(prom, dashboard, variables)
