@@ -48,6 +48,7 @@ from operators.allocator.nomination import NOMINATION_ANNOTATION
 from operators.allocator.results import allocation_to_api
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
+from operators.kube.metrics import gated_pod_done
 from operators.kube.pod_reports import PodReporter
 from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, NamespacedName, Pod
@@ -374,6 +375,7 @@ class GangWork:
         self.gangs_allocated += 1
         for placed in outcome.placed:
             member = members[placed.label]
+            gated_pod_done("allocator", member.pod.meta.creation_timestamp, self.clock())
             named = ", ".join(f"{r.pool}/{r.device}" for _, a in placed.allocations for r in a.results)
             where = f" in {outcome.domain}" if outcome.domain else ""
             await self.reports.event(

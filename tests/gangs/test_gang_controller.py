@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from operators.allocator.controller import AllocatorController, AllocatorSettings
 from operators.cli.state import build_tracker
@@ -107,9 +108,21 @@ def halves_world(pods: int = 2) -> list[dict[str, Any]]:
     return objs
 
 
+def allocator_latencies() -> float:
+    """How many allocations draco_allocation_duration_seconds{controller="allocator"} has seen."""
+    return REGISTRY.get_sample_value("draco_allocation_duration_seconds_count",
+                                     {"controller": "allocator"}) or 0.0
+
+
 def test_138765_members_get_halves_and_are_ungated_together() -> None:
-    c = Cluster(halves_world())
+    objs = halves_world()
+    for obj in objs:
+        if obj["kind"] == "Pod":  # the API server sets it; the latency counts from it
+            obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    c = Cluster(objs)
+    seen = allocator_latencies()
     run(c.settle())
+    assert allocator_latencies() - seen == 2, "each member's allocation latency is observed"
     devices = sorted(c.claim(f"p-{i}-claim")["status"]["allocation"]["devices"]["results"][0]["device"]
                      for i in range(2))
     assert devices == ["half-a", "half-b"]
