@@ -42,6 +42,9 @@ class GangPreemptionWork(PreemptionWork):
         assert view.gang is not None
         now = self.clock()  # type: ignore[attr-defined]
         members = [m.pod for m in view.pending]
+        in_flight: set[NamespacedName] = self.in_flight  # type: ignore[attr-defined]
+        if any(p.meta.key in in_flight for p in members):
+            return True  # its nomination or evictions are being written: decided again after
         standing = [(p, n) for p in members if (n := self.nominations.get(p.meta.key)) is not None]
         if standing and all(not n.expired(now) for _, n in standing):
             victims: set[NamespacedName] = set()
@@ -94,6 +97,15 @@ class GangPreemptionWork(PreemptionWork):
                              why: str) -> None:
         """Every member's nomination first, then the victims; if one cannot be recorded,
         those written are removed and the gang is decided again later."""
+        try:
+            await self._nominate_members(view, nominated, why)
+        finally:
+            self.gang_queue.add(view.key)  # type: ignore[attr-defined]
+            self.wake.set()  # type: ignore[attr-defined]
+
+    async def _nominate_members(self, view: GangView,
+                                nominated: Sequence[tuple[NamespacedName, str, Nomination]],
+                                why: str) -> None:
         written: list[tuple[NamespacedName, str, Nomination]] = []
         for key, uid, nomination in nominated:
             path = f"/api/v1/namespaces/{key.namespace}/pods/{key.name}"
@@ -110,7 +122,6 @@ class GangPreemptionWork(PreemptionWork):
                     await self._clear(k, u)
                 self._age()
                 self.gang_retry_at[view.key] = self.monotonic() + self.settings.retry_after  # type: ignore[attr-defined]
-                self.wake.set()  # type: ignore[attr-defined]
                 return
             written.append((key, uid, nomination))
         for _, uid, nomination in written:
