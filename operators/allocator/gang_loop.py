@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Collection, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,7 +42,7 @@ from operators.allocator.capacity import Shares
 from operators.allocator.claim_writer import pod_reference, release_claim, write_claim
 from operators.allocator.gang import GangOutcome, place_gang
 from operators.allocator.gang_members import GangMembers, GangView, gang_view
-from operators.allocator.holds import Holds, InUse
+from operators.allocator.holds import Holds, InUse, Reserved
 from operators.allocator.nodes import NodeIndex
 from operators.allocator.nomination import NOMINATION_ANNOTATION
 from operators.allocator.results import allocation_to_api
@@ -70,24 +70,6 @@ class Reservation:
     priority: int
     created: float  # the gang's age (creation time, epoch seconds)
     until: float  # monotonic
-
-
-class Reserved(Collection[DeviceID]):
-    """In use, plus what waiting gangs reserve (or nominations promise) away from the pod
-    being decided."""
-
-    def __init__(self, base: Collection[DeviceID], extra: frozenset[DeviceID]) -> None:
-        self.base, self.extra = base, extra
-
-    def __contains__(self, device: object) -> bool:
-        return device in self.extra or device in self.base
-
-    def __iter__(self) -> Iterator[DeviceID]:
-        yield from self.base
-        yield from (d for d in self.extra if d not in self.base)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 def gang_path(group: str, version: str, key: GangKey) -> str:
@@ -144,6 +126,12 @@ class GangWork:
 
     def _preempt_gang(self, view: GangView, index: NodeIndex, in_use: Collection[DeviceID]) -> bool:
         return False
+
+    def _preempting(self, mark: object) -> bool:
+        return False
+
+    def _nomination_forgotten(self, key: NamespacedName) -> None:
+        return None
 
     def _gang_init(self) -> None:
         self.gang_members = GangMembers()
@@ -254,7 +242,7 @@ class GangWork:
         if any(c.meta.key in self.holds for m in view.pending for c in m.pending):
             return  # written, not seen back yet: the claims' events wake the gang
         index = self._node_index()
-        if self.settings.preemption:
+        if self.settings.preemption and not self._preempting(gkey):
             for m in view.pending:
                 self._note_nomination(m.pod)  # a new leader learns the gang's nomination here
         in_use = self._nominated_from({m.pod.meta.key for m in view.members}, self._current_in_use())
@@ -267,6 +255,10 @@ class GangWork:
             self.gang_since.pop(gkey, None)
             self.gang_limit_passed.discard(gkey)
             GANGS.labels(outcome="Allocated").inc()
+            placing = {p.label for p in outcome.placed}
+            for m in view.pending:  # a nomination of a member left waiting ends here
+                if m.label not in placing:
+                    self._nomination_forgotten(m.pod.meta.key)
             for placed in outcome.placed:
                 for claim, allocation in placed.allocations:
                     results = [r for r in allocation.results if not r.admin_access]
@@ -279,6 +271,8 @@ class GangWork:
             return
         self.gang_waiting.add(gkey)
         if outcome.allocated:  # the core is placed; extras fit nowhere yet
+            for m in view.pending:  # a nomination of a member left waiting ends here
+                self._nomination_forgotten(m.pod.meta.key)
             self._gang_write_status(view, outcome)
             return
         GANGS.labels(outcome="Unschedulable").inc()

@@ -16,8 +16,8 @@ union of their victims is evicted, no one else.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from datetime import timedelta
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timedelta
 
 import structlog
 
@@ -42,8 +42,7 @@ class GangPreemptionWork(PreemptionWork):
         assert view.gang is not None
         now = self.clock()  # type: ignore[attr-defined]
         members = [m.pod for m in view.pending]
-        in_flight: set[NamespacedName] = self.in_flight  # type: ignore[attr-defined]
-        if any(p.meta.key in in_flight for p in members):
+        if view.key in self.preempting:
             return True  # its nomination or evictions are being written: decided again after
         standing = [(p, n) for p in members if (n := self.nominations.get(p.meta.key)) is not None]
         if standing and all(not n.expired(now) for _, n in standing):
@@ -55,16 +54,28 @@ class GangPreemptionWork(PreemptionWork):
                     self._background(self._fence(pod.meta.uid, nomination.devices))  # type: ignore[attr-defined]
             first = standing[0]
             self._spawn_evictions(first[0].meta.key, first[0], Nomination(
-                None, (), tuple(sorted(victims)), first[1].deadline))
+                None, (), tuple(sorted(victims)), first[1].deadline), mark=view.key)
             return True
+        stale = {pod.meta.key: (pod.meta.uid, n) for pod, n in standing}
         if standing:  # one expired: the gang's nomination goes whole, and is chosen anew
             PREEMPTIONS.labels(outcome="expired").inc()
-            for pod, nomination in standing:
+            for pod, _ in standing:
                 self.nominations.pop(pod.meta.key, None)
                 self.nominee_uids.pop(pod.meta.key, None)
-                self._background(self._clear(pod.meta.key, pod.meta.uid))  # type: ignore[attr-defined]
-                self._background(self._unfence(pod.meta.uid, nomination.devices))  # type: ignore[attr-defined]
+                self.unconfirmed.discard(pod.meta.key)
             self._age()
+        if not self._choose_for_gang(view, index, in_use, now, stale):
+            for key, (uid, nomination) in stale.items():  # nothing replaces them: they go
+                self._background(self._clear(key, uid))  # type: ignore[attr-defined]
+                self._background(self._unfence(uid, nomination.devices))  # type: ignore[attr-defined]
+            return False
+        return True
+
+    def _choose_for_gang(self, view: GangView, index: NodeIndex, in_use: Collection[DeviceID],
+                         now: datetime, stale: Mapping[NamespacedName, tuple[str, Nomination]]) -> bool:
+        """Victims for the gang, nominated on its core members (True), or none (False).
+        STALE: members' expired nominations, replaced (their fences go first)."""
+        assert view.gang is not None
         if self.prepared is None:
             self.prepared = prepare(running_pods(self.tracker), self.tracker.claims())
         decision = select_gang_victims(view.gang, view.members, index, self._classes, in_use,
@@ -74,7 +85,10 @@ class GangPreemptionWork(PreemptionWork):
             return False
         deadline = now + timedelta(seconds=self.settings.nomination_timeout)
         victims_of = tuple(sorted(NamespacedName(*v.split("/", 1)) for v in decision.victims))
-        by_label = {m.label: m.pod for m in view.pending}
+        # only the core is nominated: extras are placed when they fit, never waited for
+        need = max(0, view.gang.min_count - view.placed)
+        core = sorted(view.pending, key=lambda m: m.label)[:need]
+        by_label = {m.label: m.pod for m in core}
         nominated: list[tuple[NamespacedName, str, Nomination]] = []
         for placed in decision.placed:
             nominee = by_label.get(placed.label)
@@ -89,15 +103,25 @@ class GangPreemptionWork(PreemptionWork):
             return False
         self._age()
         PREEMPTIONS.labels(outcome="nominated").inc()
-        self._spawn(nominated[0][0], self._nominate_gang(view, nominated, decision.reason))  # type: ignore[attr-defined]
+        self._spawn(nominated[0][0], self._preemption_task(  # type: ignore[attr-defined]
+            view.key, self._nominate_gang(view, nominated, decision.reason, stale)))
         return True
 
     async def _nominate_gang(self, view: GangView,
                              nominated: Sequence[tuple[NamespacedName, str, Nomination]],
-                             why: str) -> None:
+                             why: str, stale: Mapping[NamespacedName, tuple[str, Nomination]]) -> None:
         """Every member's nomination first, then the victims; if one cannot be recorded,
-        those written are removed and the gang is decided again later."""
+        those written are removed and the gang is decided again later. STALE nominations
+        go first: their fences on devices no longer nominated, and the annotations of
+        members not nominated again."""
         try:
+            new = {key: nomination for key, _, nomination in nominated}
+            for key, (uid, old) in stale.items():
+                kept = new.get(key)
+                if kept is None:
+                    await self._clear(key, uid)
+                await self._unfence(uid, tuple(d for d in old.devices
+                                               if kept is None or d not in kept.devices))
             await self._nominate_members(view, nominated, why)
         finally:
             self.gang_queue.add(view.key)  # type: ignore[attr-defined]
@@ -124,6 +148,7 @@ class GangPreemptionWork(PreemptionWork):
                 self.gang_retry_at[view.key] = self.monotonic() + self.settings.retry_after  # type: ignore[attr-defined]
                 return
             written.append((key, uid, nomination))
+            self.unconfirmed.add(key)
         for _, uid, nomination in written:
             self.fenced.add(uid)
             await self._fence(uid, nomination.devices)

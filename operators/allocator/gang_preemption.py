@@ -100,13 +100,13 @@ def select_gang_victims(
     domains = candidate_domains(gang, placed, index)
     if isinstance(domains, str):
         return Preemption("impossible", reason=domains)
-    try:
+    need = max(0, gang.min_count - len(placed))
+    try:  # the core's requests (pending is by name, as place_gang's core): extras may wait
         plans = [[alts for ci, c in enumerate(m.pending) for alts in wanted_for_claim(ci, c, classes)]
-                 for m in pending]
+                 for m in pending[:need]]
     except AllocationError as e:
         return Preemption("impossible", reason=str(e))
-    need = max(0, gang.min_count - len(placed))
-    demand = Demand(plans[:need])  # what must fit (pending is by name, as place_gang's core)
+    demand = Demand(plans)  # what must fit
     pools = _pools_wanted(plans, index)
     nodes = member_nodes(pending, index)
     usable = {n.name: n for allowed in nodes.values() for n in allowed}

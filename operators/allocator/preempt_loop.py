@@ -25,14 +25,14 @@ no new ones.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection
+from collections.abc import Collection, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
 from prometheus_client import Counter, Gauge
 
-from operators.allocator.gang_loop import Reserved
+from operators.allocator.holds import Reserved
 from operators.allocator.nodes import NodeIndex
 from operators.allocator.nomination import (
     NOMINATION_ANNOTATION,
@@ -100,6 +100,12 @@ class PreemptionWork:
         self.prepared: Prepared | None = None  # victim selection's view of the claims
         self.unreadable: set[NamespacedName] = set()  # pods whose nomination was warned about
         self.budgets: list[DisruptionBudget] = []  # refreshed by _load_budgets
+        # pods (or gangs) whose nomination or evictions are being written: left alone
+        # until the task ends, so that no victim is evicted twice nor the pod nominated anew
+        self.preempting: set[object] = set()
+        # nominations this process wrote and has not seen back on the pod yet: kept even
+        # though the tracker's copy of the pod has no annotation (it is older)
+        self.unconfirmed: set[NamespacedName] = set()
 
     # -- hooks the controller calls ------------------------------------------------------
 
@@ -107,11 +113,32 @@ class PreemptionWork:
         if claims_or_pods_changed:
             self.prepared = None
 
+    def _preempting(self, mark: object) -> bool:
+        return mark in self.preempting
+
+    def _preemption_task(self, mark: object, coro: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None]:
+        """CORO, with MARK (a pod's or a gang's key) left alone while it runs."""
+        self.preempting.add(mark)
+
+        async def task() -> None:
+            try:
+                await coro
+            finally:
+                self.preempting.discard(mark)
+                self.wake.set()  # type: ignore[attr-defined]
+
+        return task()
+
     def _note_nomination(self, pod: Pod) -> None:
         """Keep the pod's nomination as the API has it (a new leader learns it here)."""
+        if pod.meta.key in self.preempting:
+            return  # being written: the tracker's copy says nothing yet
         nomination = nomination_of(pod)
+        text = pod.meta.annotations.get(NOMINATION_ANNOTATION)
+        if nomination is None and text is None and pod.meta.key in self.unconfirmed:
+            return  # written here, not seen back yet
+        self.unconfirmed.discard(pod.meta.key)
         if nomination is None:
-            text = pod.meta.annotations.get(NOMINATION_ANNOTATION)
             if text is not None and pod.meta.key not in self.unreadable:
                 self.unreadable.add(pod.meta.key)
                 log.warning("cannot read the pod's nomination; it is ignored and the pod "
@@ -136,6 +163,7 @@ class PreemptionWork:
     def _nomination_done(self, key: NamespacedName, uid: str) -> None:
         """The preemptor is allocated: its nomination ends."""
         nomination = self.nominations.pop(key, None)
+        self.unconfirmed.discard(key)
         if nomination is not None:
             PREEMPTIONS.labels(outcome="allocated").inc()
             self._age()
@@ -148,6 +176,7 @@ class PreemptionWork:
         nomination still on it is removed, never left behind."""
         nomination = self.nominations.pop(key, None)
         self.unreadable.discard(key)
+        self.unconfirmed.discard(key)
         uid = self.nominee_uids.pop(key, "")
         self._age()
         if nomination is not None and uid:
@@ -161,6 +190,8 @@ class PreemptionWork:
         """Called when POD cannot be allocated. True: a nomination stands (victims are
         going); False: preemption does not help, report as unschedulable."""
         now = self.clock()  # type: ignore[attr-defined]
+        if key in self.preempting:
+            return True  # its nomination or evictions are being written: decided again after
         standing = self.nominations.get(key)
         if standing is not None and not standing.expired(now):
             if pod.meta.uid not in self.fenced:  # a new leader fences what it finds
@@ -170,9 +201,19 @@ class PreemptionWork:
             return True
         if standing is not None:  # the deadline passed: choose again, from scratch
             self.nominations.pop(key, None)
+            self.unconfirmed.discard(key)
             PREEMPTIONS.labels(outcome="expired").inc()
-            self._background(self._clear(key, pod.meta.uid))  # type: ignore[attr-defined]
-            self._background(self._unfence(pod.meta.uid, standing.devices))  # type: ignore[attr-defined]
+        if not self._choose(key, pod, index, in_use, now, standing):
+            if standing is not None:  # no new nomination replaces it: it goes
+                self._background(self._clear(key, pod.meta.uid))  # type: ignore[attr-defined]
+                self._background(self._unfence(pod.meta.uid, standing.devices))  # type: ignore[attr-defined]
+            return False
+        return True
+
+    def _choose(self, key: NamespacedName, pod: Pod, index: NodeIndex, in_use: Collection[DeviceID],
+                now: datetime, stale: Nomination | None) -> bool:
+        """Victims for POD, nominated (True), or none that help (False). STALE: the pod's
+        expired nomination, which the new one replaces (its fences go first)."""
         if pod.preemption_policy == "Never":
             return False
         member_claims = [c for k in pod.claim_keys() if (c := self.tracker.claim(k)) is not None]
@@ -195,15 +236,19 @@ class PreemptionWork:
         self.nominee_uids[key] = pod.meta.uid
         self._age()
         PREEMPTIONS.labels(outcome="nominated").inc()
-        self._spawn(key, self._nominate(key, pod.meta.uid, nomination, decision.reason))  # type: ignore[attr-defined]
+        self._spawn(key, self._preemption_task(key, self._nominate(  # type: ignore[attr-defined]
+            key, pod.meta.uid, nomination, decision.reason, stale)))
         return True
 
     # -- writes -------------------------------------------------------------------------
 
     async def _nominate(self, key: NamespacedName, uid: str, nomination: Nomination,
-                        why: str) -> None:
+                        why: str, stale: Nomination | None = None) -> None:
         """The nomination first, then the victims: a draco that dies in between leaves
-        a nomination the next one finishes."""
+        a nomination the next one finishes. STALE's fences on devices the new nomination
+        does not keep go first (the same device keeps its fence: names are per device)."""
+        if stale is not None:
+            await self._unfence(uid, tuple(d for d in stale.devices if d not in nomination.devices))
         path = f"/api/v1/namespaces/{key.namespace}/pods/{key.name}"
         resp = await self.client.merge_patch(path, {"metadata": {
             "uid": uid, "annotations": {NOMINATION_ANNOTATION: nomination.to_annotation()}}})
@@ -213,6 +258,7 @@ class PreemptionWork:
             self.nominations.pop(key, None)
             self._retry(key)  # type: ignore[attr-defined]
             return
+        self.unconfirmed.add(key)
         self.fenced.add(uid)
         await self._fence(uid, nomination.devices)
         victims = ", ".join(f"{v.namespace}/{v.name}" for v in nomination.victims)
@@ -223,11 +269,13 @@ class PreemptionWork:
                                  f"{', '.join(str(d) for d in nomination.devices)}: {why}")
         await self._evict_all(key, nomination)
 
-    def _spawn_evictions(self, key: NamespacedName, pod: Pod, nomination: Nomination) -> None:
+    def _spawn_evictions(self, key: NamespacedName, pod: Pod, nomination: Nomination,
+                         mark: object = None) -> None:
         """A standing nomination whose victims are not all gone (a new leader, a failed
         eviction): evict those that remain, and no one else."""
         if any(self._victim_pod(v) is not None for v in nomination.victims):
-            self._spawn(key, self._evict_all(key, nomination))  # type: ignore[attr-defined]
+            self._spawn(key, self._preemption_task(  # type: ignore[attr-defined]
+                mark if mark is not None else key, self._evict_all(key, nomination)))
 
     def _victim_pod(self, key: NamespacedName) -> Pod | None:
         pod = self.tracker.pod(key)

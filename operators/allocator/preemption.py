@@ -33,6 +33,7 @@ from typing import Literal
 
 from operators.allocator.capacity import Shares, shares_from_claims
 from operators.allocator.gang import Placed
+from operators.allocator.holds import Reserved
 from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, place
 from operators.allocator.requests import Wanted, wanted_for_claim
@@ -344,13 +345,22 @@ class Without(Collection[DeviceID]):
         self.in_use, self.freed = in_use, freed
 
     def __contains__(self, device: object) -> bool:
-        return device not in self.freed and device in self.in_use
+        return _stays_in_use(device, self.in_use, self.freed)
 
     def __iter__(self) -> Iterator[DeviceID]:
         return (d for d in self.in_use if d not in self.freed)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+def _stays_in_use(device: object, in_use: Collection[DeviceID], freed: Collection[DeviceID]) -> bool:
+    """In use even with FREED released: what victims free comes out of the devices
+    claims hold, never out of what is reserved on top of them (devices nominated to
+    another preemptor, a waiting gang's domain): those stay taken."""
+    if isinstance(in_use, Reserved):
+        return device in in_use.extra or _stays_in_use(device, in_use.base, freed)
+    return device not in freed and device in in_use
 
 
 def minus_shares(base: Shares, freed: Shares) -> Shares:

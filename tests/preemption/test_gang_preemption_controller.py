@@ -5,8 +5,10 @@ and a new draco finishes the same gang nomination."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from operators.allocator.nomination import NOMINATION_ANNOTATION
 from tests.fake_api import run
 from tests.gangs.world import NS, classes, gang, gpus, node, node_slice
 from tests.preemption.test_gang_preemptor import members
@@ -85,3 +87,61 @@ def test_a_gang_of_no_higher_priority_waits_as_before() -> None:
     assert c.nomination("m-0") is None and c.pod("low-a1") is not None
     status = c.api.objects[f"/apis/resource.draco.dev/v1alpha1/namespaces/{NS}/gangs/team"]["status"]
     assert status["conditions"][0]["reason"] == "GangUnschedulable"
+
+
+def test_a_single_pod_preempting_beside_the_gang_never_shares_its_devices() -> None:
+    """A priority-100 single pod decided after the gang: the gang's nominated GPUs stay
+    taken for it, so it preempts elsewhere (a mid pod of rack r2), and after the
+    releases both get distinct GPUs."""
+    objs = world()
+    for obj in objs:
+        if obj["kind"] == "Pod" and obj["metadata"]["name"] == "other":
+            obj["spec"]["priority"] = 100
+    c = Cluster(objs)
+    run(c.settle())
+    gang_devices = set(c.nomination("m-0")["devices"] + c.nomination("m-1")["devices"])
+    other = c.nomination("other")
+    assert other is not None and not gang_devices & set(other["devices"]), "no device nominated twice"
+    assert other["victims"] in ([f"{NS}/mid-b1"], [f"{NS}/mid-b2"])
+    c.release_claims_of_gone_pods()
+    run(c.settle())
+    placed = placed_on(c, "m-0-claim") + placed_on(c, "m-1-claim") + placed_on(c, "other-claim")
+    assert len(placed) == 3 and len(set(placed)) == 3
+    assert sorted(placed_on(c, "m-0-claim") + placed_on(c, "m-1-claim")) == ["a1/gpu-0", "a2/gpu-0"]
+
+
+def test_passes_while_the_nomination_is_written_evict_no_one_twice() -> None:
+    """Deletions answer slowly; the allocator keeps deciding meanwhile (pod events, the
+    gang's report): the gang is not nominated again and each victim is deleted once."""
+    c = Cluster(world())
+    c.api.delete_delay = 0.05
+    allocator = c.allocator
+
+    async def passes() -> None:
+        for _ in range(4):
+            await allocator.step()
+            await asyncio.sleep(0.02)  # the nomination's writes run, a deletion is pending
+            c.echo()
+            allocator.gang_queue.add(("Gang", NS, "team"))
+        while allocator.tasks:
+            await asyncio.gather(*list(allocator.tasks), return_exceptions=True)
+
+    run(passes())
+    deletes = [p for m, p, _ in c.api.calls if m == "DELETE"]
+    assert sorted(deletes) == sorted(set(deletes)) and len(deletes) == 2, deletes
+    nominations = [p for m, p, b in c.api.calls if m == "PATCH" and p.endswith("/pods/m-0")
+                   and NOMINATION_ANNOTATION in str(b)]
+    assert len(nominations) == 1, "nominated once"
+
+
+def test_only_the_core_is_nominated() -> None:
+    objs = world()
+    objs += members("team", 3)[4:]  # m-2: a member beyond minCount 2
+    c = Cluster(objs)
+    run(c.settle())
+    assert c.nomination("m-0") is not None and c.nomination("m-1") is not None
+    assert c.nomination("m-2") is None, "an extra is placed when it fits, never nominated"
+    c.release_claims_of_gone_pods()
+    run(c.settle())
+    assert sorted(placed_on(c, "m-0-claim") + placed_on(c, "m-1-claim")) == ["a1/gpu-0", "a2/gpu-0"]
+    assert c.nomination("m-0") is None and c.nomination("m-1") is None and c.nomination("m-2") is None

@@ -6,6 +6,7 @@ same victims."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -25,11 +26,14 @@ class API(KillableAPI):
     def __init__(self) -> None:
         super().__init__()
         self.deletes_left: int | None = None
+        self.delete_delay = 0.0  # seconds a pod deletion takes to answer
 
     async def request(self, method: str, path: str, body: Any = None, content_type: str = "") -> Response:
         if self.dead:
             raise Killed
         if method == "DELETE" and "/pods/" in path:
+            if self.delete_delay:
+                await asyncio.sleep(self.delete_delay)
             if self.deletes_left is not None:
                 if self.deletes_left == 0:
                     self.dead = True
