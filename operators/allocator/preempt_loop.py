@@ -125,6 +125,8 @@ class PreemptionWork:
                 await coro
             finally:
                 self.preempting.discard(mark)
+                if isinstance(mark, NamespacedName):  # a pod: decided again now
+                    self.pending.add(mark)  # type: ignore[attr-defined]
                 self.wake.set()  # type: ignore[attr-defined]
 
         return task()
