@@ -18,6 +18,7 @@ on the freed GPUs.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -87,6 +88,31 @@ def release_orphaned_claims(b: Backend) -> None:
                       {**claim, "status": {}})
 
 
+PREEMPTING_EVENT = re.compile(r"evicting (?P<victims>.+?) for devices (?P<devices>.+?): ")
+
+
+def recorded(b: Backend, pod: str) -> dict[str, Any] | None:
+    """POD's nomination: its annotation while it stands, else (the preemption may finish
+    within a poll on a fast cluster, and the annotation go with it) the victims and
+    devices its `Preempting` Event recorded."""
+    found = b.get(f"{pods_path(b)}/{pod}") or {}
+    text = (found.get("metadata", {}).get("annotations") or {}).get(NOMINATION_ANNOTATION)
+    if text:
+        return dict(json.loads(text))
+    for event in b.events(b.ns):
+        if event.get("reason") == "Preempting" and event.get("involvedObject", {}).get("name") == pod:
+            match = PREEMPTING_EVENT.search(event.get("message", ""))
+            if match:
+                return {"victims": sorted(match["victims"].split(", ")),
+                        "devices": sorted(match["devices"].split(", "))}
+    return None
+
+
+def standing(b: Backend, pod: str) -> bool:
+    found = b.get(f"{pods_path(b)}/{pod}") or {}
+    return NOMINATION_ANNOTATION in (found.get("metadata", {}).get("annotations") or {})
+
+
 def test_a_high_priority_pod_preempts_and_gets_the_nominated_devices(
         backend: Backend, operator: Any) -> None:
     b = backend
@@ -101,12 +127,7 @@ def test_a_high_priority_pod_preempts_and_gets_the_nominated_devices(
     gpu_pod(b, "vip", cls, 1000)
     gpu_pod(b, "rival", cls, 10)  # same moment, lower priority: must not get the freed GPU
 
-    def nominated() -> dict[str, Any] | None:
-        found = b.get(f"{pods_path(b)}/vip") or {}
-        text = (found["metadata"].get("annotations") or {}).get(NOMINATION_ANNOTATION)
-        return json.loads(text) if text else None
-
-    nomination = wait_for(nominated, timeout=60)
+    nomination = wait_for(lambda: recorded(b, "vip"), timeout=60)
     assert len(nomination["victims"]) == 1 and nomination["victims"][0].startswith(f"{b.ns}/low-")
     victim = nomination["victims"][0].split("/")[1]
     wanted = held[victim]  # the victim's GPU is the one nominated
@@ -121,7 +142,7 @@ def test_a_high_priority_pod_preempts_and_gets_the_nominated_devices(
         wait_for(lambda: (b.get(f"{pods_path(b)}/vip") or {}).get("spec", {}).get("nodeName")
                  == "node-0", timeout=60)
     assert devices(b, "rival") == [] and gated(b, "rival"), "the nominated GPU went to no one else"
-    wait_for(lambda: nominated() is None, timeout=30)
+    wait_for(lambda: not standing(b, "vip"), timeout=30)
     survivors = [f"low-{i}" for i in range(2) if f"low-{i}" != victim]
     assert all(b.get(f"{pods_path(b)}/{p}") is not None for p in survivors), "one victim only"
 
@@ -194,12 +215,7 @@ def test_a_new_draco_finishes_the_nomination_it_finds(backend: Backend, operator
              timeout=60)
     gpu_pod(b, "vip", cls, 1000)
 
-    def nominated() -> dict[str, Any] | None:
-        found = b.get(f"{pods_path(b)}/vip") or {}
-        text = (found["metadata"].get("annotations") or {}).get(NOMINATION_ANNOTATION)
-        return json.loads(text) if text else None
-
-    nomination = wait_for(nominated, timeout=60)
+    nomination = wait_for(lambda: recorded(b, "vip"), timeout=60)
     first.stop()  # perhaps before its eviction: the next draco then evicts
     victim = nomination["victims"][0].split("/")[1]
     operator(("allocator", "narrowing"), PREEMPTING)
@@ -210,7 +226,7 @@ def test_a_new_draco_finishes_the_nomination_it_finds(backend: Backend, operator
     wait_for(lambda: devices(b, "vip") == [device] and not gated(b, "vip"), timeout=90)
     survivor = "low-1" if victim == "low-0" else "low-0"
     assert b.get(f"{pods_path(b)}/{survivor}") is not None, "no victim beyond the nomination's"
-    wait_for(lambda: nominated() is None, timeout=30)
+    wait_for(lambda: not standing(b, "vip"), timeout=30)
 
 
 def gang_preempts(b: Backend, operator: Any) -> None:
@@ -229,13 +245,8 @@ def gang_preempts(b: Backend, operator: Any) -> None:
         gpu_pod(b, f"t-{i}", cls, 1000, gang="team")
     gpu_pod(b, "rival", cls, 10)
 
-    def nomination(pod: str) -> dict[str, Any] | None:
-        found = b.get(f"{pods_path(b)}/{pod}") or {}
-        text = (found.get("metadata", {}).get("annotations") or {}).get(NOMINATION_ANNOTATION)
-        return json.loads(text) if text else None
-
-    both = wait_for(lambda: (nomination("t-0"), nomination("t-1")) if nomination("t-0")
-                    and nomination("t-1") else None, timeout=60)
+    both = wait_for(lambda: (recorded(b, "t-0"), recorded(b, "t-1")) if recorded(b, "t-0")
+                    and recorded(b, "t-1") else None, timeout=60)
     assert both[0]["victims"] == both[1]["victims"] == [f"{b.ns}/low-0", f"{b.ns}/low-1"]
     assert sorted(both[0]["devices"] + both[1]["devices"]) == [
         f"{b.driver}/{b.ns}-node-0/gpu-0", f"{b.driver}/{b.ns}-node-0/gpu-1"]
@@ -246,7 +257,7 @@ def gang_preempts(b: Backend, operator: Any) -> None:
     assert sorted(devices(b, "t-0") + devices(b, "t-1")) == ["gpu-0", "gpu-1"]
     wait_for(lambda: not gated(b, "t-0") and not gated(b, "t-1"), timeout=60)
     assert devices(b, "rival") == [] and gated(b, "rival"), "the nominated GPUs went to no one else"
-    wait_for(lambda: nomination("t-0") is None and nomination("t-1") is None, timeout=30)
+    wait_for(lambda: not standing(b, "t-0") and not standing(b, "t-1"), timeout=30)
 
 
 def test_a_gang_preempts_and_is_placed_whole(backend: Backend, operator: Any) -> None:
