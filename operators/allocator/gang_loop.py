@@ -124,7 +124,8 @@ class GangWork:
     def _note_nomination(self, pod: Pod) -> None:
         return None
 
-    def _preempt_gang(self, view: GangView, index: NodeIndex, in_use: Collection[DeviceID]) -> bool:
+    def _preempt_gang(self, view: GangView, index: NodeIndex, in_use: Collection[DeviceID],
+                      outcome: GangOutcome) -> bool:
         return False
 
     def _preempting(self, mark: object) -> bool:
@@ -280,7 +281,7 @@ class GangWork:
             # an incomplete gang never holds devices: what a killed writer left is released
             self._start_roll_back(view)
         elif self.settings.preemption and outcome.status == "unsatisfiable" and \
-                self._preempt_gang(view, index, in_use):
+                self._preempt_gang(view, index, in_use, outcome):
             self._unreserve(view.key)  # the nomination keeps its devices, not a reservation
             self._gang_report(view, PREEMPTING, f"{view.gang.kind} {view.label}: "
                               f"{outcome.reason}; lower-priority pods are being preempted for "

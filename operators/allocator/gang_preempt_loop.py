@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 import structlog
 
+from operators.allocator.gang import GangOutcome
 from operators.allocator.gang_members import GangView
 from operators.allocator.gang_preemption import select_gang_victims
 from operators.allocator.nodes import NodeIndex
@@ -36,9 +37,11 @@ log = structlog.get_logger("draco.allocator")
 class GangPreemptionWork(PreemptionWork):
     """Mixed into AllocatorController beside GangWork."""
 
-    def _preempt_gang(self, view: GangView, index: NodeIndex, in_use: Collection[DeviceID]) -> bool:
-        """Called when the gang's core cannot be placed. True: nominations stand for its
-        members (victims are going); False: preemption does not help."""
+    def _preempt_gang(self, view: GangView, index: NodeIndex, in_use: Collection[DeviceID],
+                      outcome: GangOutcome) -> bool:
+        """Called when the gang's core cannot be placed (OUTCOME, over IN_USE). True:
+        nominations stand for its members (victims are going); False: preemption does
+        not help."""
         assert view.gang is not None
         now = self.clock()  # type: ignore[attr-defined]
         members = [m.pod for m in view.pending]
@@ -64,7 +67,7 @@ class GangPreemptionWork(PreemptionWork):
                 self.nominee_uids.pop(pod.meta.key, None)
                 self.unconfirmed.discard(pod.meta.key)
             self._age()
-        if not self._choose_for_gang(view, index, in_use, now, stale):
+        if not self._choose_for_gang(view, index, in_use, now, stale, outcome):
             for key, (uid, nomination) in stale.items():  # nothing replaces them: they go
                 self._background(self._clear(key, uid))  # type: ignore[attr-defined]
                 self._background(self._unfence(uid, nomination.devices))  # type: ignore[attr-defined]
@@ -72,7 +75,8 @@ class GangPreemptionWork(PreemptionWork):
         return True
 
     def _choose_for_gang(self, view: GangView, index: NodeIndex, in_use: Collection[DeviceID],
-                         now: datetime, stale: Mapping[NamespacedName, tuple[str, Nomination]]) -> bool:
+                         now: datetime, stale: Mapping[NamespacedName, tuple[str, Nomination]],
+                         outcome: GangOutcome) -> bool:
         """Victims for the gang, nominated on its core members (True), or none (False).
         STALE: members' expired nominations, replaced (their fences go first)."""
         assert view.gang is not None
@@ -80,7 +84,8 @@ class GangPreemptionWork(PreemptionWork):
             self.prepared = prepare(running_pods(self.tracker), self.tracker.claims())
         decision = select_gang_victims(view.gang, view.members, index, self._classes, in_use,
                                        self.prepared, self.budgets, gang_units(self.tracker),
-                                       self.settings.budget, self._current_shares())  # type: ignore[attr-defined]
+                                       self.settings.budget, self._current_shares(),  # type: ignore[attr-defined]
+                                       known=outcome)
         if decision.verdict != "preempt":
             return False
         deadline = now + timedelta(seconds=self.settings.nomination_timeout)

@@ -74,12 +74,15 @@ def select_gang_victims(
     units: Mapping[str, tuple[str, ...]] | None = None,
     budget_s: float = 10.0,
     shares: Shares | None = None,
+    known: GangOutcome | None = None,
 ) -> Preemption:
     """SHARES: what other claims' shares consume now (default: PREPARED's, from the
-    claims alone); IN_USE as for `place_gang`."""
+    claims alone); IN_USE as for `place_gang`. KNOWN: the gang's placement over these
+    same inputs when the caller has it already (the controller does): not searched again."""
     deadline = time.monotonic() + budget_s
     base = prepared.base_shares if shares is None else shares
-    first = place_gang(gang, members, index, classes, in_use, budget_s, shares=base)
+    first = known if known is not None else place_gang(
+        gang, members, index, classes, in_use, budget_s, shares=base, explain=False)
     if first.allocated:
         return _answer("fits", first, (), "the gang fits without preemption")
     if first.status != "unsatisfiable":
