@@ -96,13 +96,16 @@ def test_noexecute_rule_evicts_and_kubectl_wait_returns(backend: Backend, operat
     assert marked, "the pod was never marked with DisruptionTarget"
     target = next(c for c in marked[0]["status"]["conditions"] if c["type"] == "DisruptionTarget")
     assert target["reason"] == "DeletionByDeviceTaintManager"
-    assert any(e["reason"] == "DeviceTaintManagerEviction" and e["involvedObject"]["name"] == "a"
-               for e in backend.events())
+    # Events are posted after the writes they report: waited for, never read once
+    wait_for(lambda: any(e["reason"] == "DeviceTaintManagerEviction"
+                         and e["involvedObject"]["name"] == "a" for e in backend.events()),
+             30, what="the DeviceTaintManagerEviction Event")
     stored = backend.get(f"{RULES}/maint")
     assert stored is not None
     # Events about the cluster-scoped rule go to the default namespace
-    assert any(e["reason"] == "PodsEvicted"
-               for e in events_about(backend, "default", stored["metadata"]["uid"]))
+    wait_for(lambda: any(e["reason"] == "PodsEvicted"
+                         for e in events_about(backend, "default", stored["metadata"]["uid"])),
+             30, what="the rule's PodsEvicted Event")
     # the controller stamped timeAdded (whole seconds), as upstream's apiserver would have
     assert stored["spec"]["taint"]["timeAdded"].endswith("Z")
 
@@ -131,8 +134,8 @@ def test_malformed_tolerations_annotation_gets_an_event_and_the_rest_is_served(
     backend.kubectl("apply", "-f", "-", input=rule("all", "NoExecute", {"driver": backend.driver}))
     wait_for(lambda: not pod_exists(backend, "good") and not pod_exists(backend, "bad"), 30,
              what="both pods evicted (the bad annotation counts as no tolerations)")
-    assert any(e["reason"] == "InvalidTolerations" and e["involvedObject"]["name"] == "bad-claim"
-               for e in backend.events())
+    wait_for(lambda: any(e["reason"] == "InvalidTolerations" and e["involvedObject"]["name"] == "bad-claim"
+                         for e in backend.events()), 30, what="the InvalidTolerations Event")
 
 
 def test_restart_mid_eviction_finishes_without_double_eviction(

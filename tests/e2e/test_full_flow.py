@@ -72,6 +72,9 @@ def test_a_gated_pod_is_allocated_narrowed_ungated_and_bound_to_the_allocators_n
     assert [(r["driver"], r["device"]) for r in claim["status"]["allocation"]["devices"]["results"]] == [
         (real.driver, "gpu-0")]
     assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "job", "uid": uid}]
-    reasons = [e["reason"] for e in real.events() if e["involvedObject"].get("uid") == uid]
-    assert "Allocated" in reasons and "Narrowed" in reasons and "Scheduled" in reasons
+    # kube-scheduler's Scheduled Event is posted after the binding, by its own broadcaster
+    reasons = wait_for(lambda: (lambda r: r if {"Allocated", "Narrowed", "Scheduled"} <= set(r) else None)(
+        [e["reason"] for e in real.events() if e["involvedObject"].get("uid") == uid]), 30,
+        what="the Allocated, Narrowed and Scheduled Events")
+    assert reasons
     assert not [e for e in real.events() if e["involvedObject"].get("uid") == uid and e["type"] == "Warning"]

@@ -239,11 +239,16 @@ def test_138765_kube_scheduler_leaves_the_gang_pending_draco_places_it(
     # 1.37.2's words (asked of the real server): the gang's first pod took the whole
     # device, so "minCount (2) cannot be satisfied: 1 scheduled", and the second "cannot
     # allocate all claims"
-    wait_for(lambda: all(failed_scheduling(f"u-{i}") for i in range(2)), 120,
-             what="kube-scheduler to give up on the gang")
-    told = failed_scheduling("u-0") + failed_scheduling("u-1")
-    assert any("minCount (2) cannot be satisfied" in m for m in told), told
-    assert any("cannot allocate all claims" in m for m in told), told
+
+    def told() -> list[str]:
+        return failed_scheduling("u-0") + failed_scheduling("u-1")
+
+    # each reason is waited for: kube-scheduler's Events come from its own broadcaster,
+    # one scheduling attempt after another
+    wait_for(lambda: any("minCount (2) cannot be satisfied" in m for m in told()), 120,
+             what="kube-scheduler to say the gang's minCount cannot be satisfied")
+    wait_for(lambda: any("cannot allocate all claims" in m for m in told()), 120,
+             what="kube-scheduler to say it cannot allocate all claims")
     assert not any(stored_pod(b, f"u-{i}")["spec"].get("nodeName") for i in range(2))
     for i in range(2):  # the pods and node-0's GPU go: node-1's is draco's turn
         b.request("DELETE", f"{pods(b)}/u-{i}?gracePeriodSeconds=0")

@@ -15,7 +15,6 @@ own driver.
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -72,9 +71,10 @@ def replacement(b: RealBackend, name: str) -> str:
     return str(found["status"]["allocation"]["devices"]["results"][0]["device"])
 
 
-def flow(b: RealBackend, policy: str, signal_on: Any, signal_off: Any) -> None:
+def flow(b: RealBackend, op: Any, policy: str, signal_on: Any, signal_off: Any) -> None:
     """Signal -> rule -> the pod evicted -> a replacement on the healthy device -> signal
-    gone -> rule deleted after clearAfter -> the recovered device allocatable again."""
+    gone -> rule deleted after clearAfter -> the recovered device allocatable again (once
+    the operator's own device view, OP's tracker, shows it untainted)."""
     b.create("/apis/resource.k8s.io/v1/deviceclasses", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": f"health-{b.id}"},
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{b.driver}"'}}]}})
@@ -96,7 +96,9 @@ def flow(b: RealBackend, policy: str, signal_on: Any, signal_off: Any) -> None:
     status = wait_for(lambda: (lambda s: s if s.get("recovered") == 1 else None)(
         (b.get(f"{POLICIES}/{policy}") or {}).get("status", {})), 30, what="the recovery in the status")
     assert status["tainted"] == 0
-    time.sleep(0.5)  # the deleted rule reaches the allocator's view through its watch
+    wait_for(lambda: not any(t.key == "health.draco.dev/unhealthy" for t in
+                             getattr(op.tracker.device(DeviceID(b.driver, b.ns, "d0")), "taints", ())),
+             30, what="the deleted rule gone from the allocator's view")
     assert replacement(b, "after") == "d0"  # allocatable again: the only free device
 
 
@@ -108,7 +110,7 @@ def test_134_a_monitors_patch_attribute_through_the_cel_signal(real: RealBackend
     wait_ownership(op, DRACO_ALONE)  # the eviction controller found out about the cluster: it acts
     make_policy(b, policy, [{"device": {"cel": f'device.attributes["{b.domain}"].state == "degraded"'}}])
     try:
-        flow(b, policy,
+        flow(b, op, policy,
              lambda: b.create(PATCHES, {
                  "apiVersion": "resource.draco.dev/v1alpha1", "kind": "ResourceSlicePatch",
                  "metadata": {"name": patch},
@@ -132,7 +134,7 @@ def test_136_a_drivers_slice_taint(real_136: RealBackend, operator_136: Any) -> 
             {"name": "d0", **({"taints": [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]}
                               if on else {})}, {"name": "d1"}]}})
     try:
-        flow(b, policy, lambda: taint(True), lambda: taint(False))
+        flow(b, op, policy, lambda: taint(True), lambda: taint(False))
     finally:
         b.request("DELETE", f"{POLICIES}/{policy}")
 

@@ -133,8 +133,9 @@ def test_a_high_priority_pod_preempts_and_gets_the_nominated_devices(
     wanted = held[victim]  # the victim's GPU is the one nominated
     assert nomination["devices"] == [f"{b.driver}/{b.ns}-node-0/{wanted[0]}"]
     wait_for(lambda: b.get(f"{pods_path(b)}/{victim}") is None, timeout=90)
-    reasons = {e.get("reason") for e in b.events(b.ns)}
-    assert {"Preempting", "Preempted"} <= reasons, reasons
+    # the victim's Preempted Event is posted after its deletion: waited for, not read once
+    wait_for(lambda: {"Preempting", "Preempted"} <= {e.get("reason") for e in b.events(b.ns)},
+             timeout=30, what="the Preempting and Preempted Events")
     if b.name == "embedded":
         release_orphaned_claims(b)
     wait_for(lambda: devices(b, "vip") == wanted and not gated(b, "vip"), timeout=90)
