@@ -21,6 +21,15 @@ written hold is still unconfirmed after `hold_ttl` seconds. A write that finds t
 claim changed under it (replaced, allocated elsewhere, a device taken) drops its holds
 and the pod is decided again from the tracker.
 
+Gate etiquette (`model.gates`, `gate_waits`): a pod that carries another controller's
+gate besides draco's (Kueue's admission or topology gate, anything not named in
+`act_beside`) is left alone — nothing allocated, preempted or placed for it, alone or in
+its gang — and told so (`WaitingForGate`). The pod update that removes that gate wakes it.
+
+Nodes another controller chose (the pod's nodeSelector and required node affinity, an
+allocated claim's node selector) bound the candidates (`nodes.candidate_nodes`); when no
+device fits there, the report names that choice (`pod_claims.node_choice`).
+
 When a pod cannot be served: a Warning Event and the pod condition `DracoAllocation`
 (False; reason `Unschedulable`, `AllocationError` for what upstream reports as an
 error — CEL runtime errors, a missing DeviceClass, `All` over an incomplete pool —, or
@@ -60,6 +69,7 @@ from operators.allocator.capacity import Shares
 from operators.allocator.claim_writer import WriteResult, pod_reference, release_claim, write_claim
 from operators.allocator.gang_loop import PREEMPTING, GangWork
 from operators.allocator.gang_preempt_loop import GangPreemptionWork
+from operators.allocator.gate_waits import GATE_WAIT, GateWork
 from operators.allocator.holds import DEFAULT_TTL, Holds, InUse
 from operators.allocator.inventory import inventory_from_tracker
 from operators.allocator.nodes import (
@@ -75,10 +85,12 @@ from operators.allocator.pod_claims import (
     GATE,
     Blocked,
     Done,
+    GateWait,
     NotOurs,
     Release,
     Waiting,
     Work,
+    node_choice,
     pod_work,
 )
 from operators.kube.client import KubeClient
@@ -98,6 +110,7 @@ log = structlog.get_logger("draco.allocator")
 CONDITION = "DracoAllocation"
 REASONS = {"unsatisfiable": "Unschedulable", "error": "AllocationError", "too-complex": "TooComplex"}
 UNSCHEDULABLE = "Unschedulable"
+GANG_MISFITS = ("GangUnschedulable", "WaitLimitExceeded")  # gang_loop's reasons for no fit
 IDLE = 60.0
 
 OUTCOMES = Counter("draco_allocator_pods_total",
@@ -121,9 +134,10 @@ class AllocatorSettings:
     nomination_timeout: float = 300.0  # seconds a nomination keeps its devices
     use_eviction_api: bool = False  # victims through policy/v1 Eviction (budgets enforced)
     budgets_refresh: float = 30.0  # seconds between reads of PodDisruptionBudgets
+    act_beside: frozenset[str] = frozenset()  # other gates draco may act beside ("*": all)
 
 
-class AllocatorController(KeyedPassLoop, GangPreemptionWork, GangWork):
+class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork):
     name = "allocator"
 
     def __init__(self, tracker: Tracker, client: KubeClient, settings: AllocatorSettings | None = None,
@@ -153,6 +167,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GangWork):
         self._classes: dict[str, DeviceClass] = {}
         self._taken: set[DeviceID] | None = None  # devices the tracker counts as taken
         self._shares: Shares | None = None  # shares of multi-allocatable devices
+        self._allowed_text = ""  # the nodes the last placement could use, for its report
         self.allocated_total = 0
         self.decisions = 0  # allocations searched (tests assert work per event with it)
         self.passes = 0
@@ -283,7 +298,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GangWork):
     def _consider(self, key: NamespacedName, now: float) -> None:
         with guarded(self.name, "decide", kind="Pod", namespace=key.namespace, name=key.name):
             work = pod_work(self.tracker, key, self.settings.gate, self.clock(),
-                            self.settings.binding_timeout)
+                            self.settings.binding_timeout, self.settings.act_beside)
             if isinstance(work, NotOurs):
                 self._forget(key)
                 self._nomination_forgotten(key)
@@ -291,6 +306,11 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GangWork):
             if self._deferred(key, now):
                 return
             self.binding_at.pop(key, None)
+            if isinstance(work, GateWait):
+                self.unsatisfied.pop(key, None)
+                if self._gang_of(key) is None:  # a gang's members are told by the gang
+                    self._spawn(key, self._gate_wait(key, work.uid, work.why))
+                return
             if isinstance(work, Waiting):
                 return  # woken by the claim or pod update that ends the wait
             if isinstance(work, Release):
@@ -337,7 +357,10 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GangWork):
                 reason = REASONS.get(outcome.status, UNSCHEDULABLE)
                 OUTCOMES.labels(outcome=reason).inc()
                 self.unsatisfied[key] = work.uid
-                message = (f"{outcome.reason or outcome.status}; the scheduling gate "
+                choice = node_choice(work.pod) if outcome.status == "unsatisfiable" else None
+                within = f" (within the nodes the pod's {choice} allows{self._allowed_text})" \
+                    if choice else ""
+                message = (f"{outcome.reason or outcome.status}{within}; the scheduling gate "
                            f"{self.settings.gate} stays, and draco tries again when devices, "
                            "claims, device classes, nodes, taint rules or patches change")
                 self._spawn(key, self._report(key, work.uid, reason, message))
@@ -361,6 +384,8 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GangWork):
                     index.filtered.clear()
                 index.filtered[shape] = found
         allowed, refused = found
+        shown = ", ".join(n.name for n in allowed[:3]) + (", ..." if len(allowed) > 3 else "")
+        self._allowed_text = f": {shown}" if allowed else ": none"
         view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
         view.nodes = allowed
         in_use = self._nominated_from((work.pod.meta.key,),
@@ -530,7 +555,14 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GangWork):
 
     async def _report(self, key: NamespacedName, uid: str, reason: str, message: str) -> None:
         """Warning Event and condition False: once per reason; a new message for the same
-        reason at most every `report_interval` seconds."""
+        reason at most every `report_interval` seconds. A gang member's report also names
+        its own node choice (its nodeSelector or required affinity), which the gang's
+        reason counts but cannot spell out for every member."""
+        if reason in GANG_MISFITS:
+            pod = self.tracker.pod(key)
+            choice = node_choice(pod) if pod is not None else None
+            if choice:
+                message = f"{message}; this member's node choice: {choice}"
         old = self.reported.get(key)
         now = self.monotonic()
         if old is not None and old.uid == uid and old.reason == reason and (
@@ -543,4 +575,4 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GangWork):
         await self.reports.held(key, uid, reason, message, since)
 
 
-__all__ = ["CONDITION", "AllocatorController", "AllocatorSettings"]
+__all__ = ["CONDITION", "GATE_WAIT", "AllocatorController", "AllocatorSettings"]

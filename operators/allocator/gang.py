@@ -19,6 +19,10 @@ domain reaches against what the core asks in total; a domain short by count is n
 searched, and the count is its reason. The rest are searched best fit first (the
 least spare devices of the scarcest kind, then the domain's name), so a small gang
 does not take the one domain a large gang could use; the first placement found wins.
+A claim several members name is one claim, counted and allocated once
+(`gang_requests`). In a domain the core goes most constrained first, each member to
+its tightest node first (`gang_order`). A search that runs out of its time budget
+before a verdict is `undecided`, never `unsatisfiable`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from operators.allocator.capacity import NO_SHARES, Shares
+from operators.allocator.gang_order import search_order
 from operators.allocator.gang_search import JointSearch, MemberPlan
 from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, filter_shape, place
@@ -39,7 +44,9 @@ from operators.allocator.search import TooComplex, same_attribute, taint_blocks
 from operators.model import AllocationResult, Attribute, DeviceClass, DeviceID, Pod, ResourceClaim
 from operators.model.gangs import Gang
 
-GangStatus = Literal["allocated", "unsatisfiable", "error", "too-complex"]
+# "undecided": the time budget ran out before the search either found a placement or
+# ruled every domain out; never reported as "unsatisfiable"
+GangStatus = Literal["allocated", "unsatisfiable", "error", "undecided"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +158,24 @@ def domains_of(gang: Gang, index: NodeIndex) -> list[Domain]:
 
 def _kind(w: Wanted) -> object:
     return (w.device_class.name, w.device_class.selectors, w.spec.selectors, w.tolerations)
+
+
+def gang_requests(members: Sequence[Member],
+                  classes: Mapping[str, DeviceClass]) -> list[list[list[Wanted]]]:
+    """Each member's requests, as `Demand` counts them: a claim several members name
+    (one NIC for the whole gang) is one claim, asked once, with the first member that
+    names it. Raises AllocationError for a claim that cannot be read."""
+    seen: set[tuple[str, str]] = set()
+    out: list[list[list[Wanted]]] = []
+    for m in members:
+        plan: list[list[Wanted]] = []
+        for ci, c in enumerate(m.pending):
+            if (c.namespace, c.name) in seen:
+                continue
+            seen.add((c.namespace, c.name))
+            plan.extend(wanted_for_claim(ci, c, classes))
+        out.append(plan)
+    return out
 
 
 class Demand:
@@ -383,8 +408,7 @@ def place_gang(
             return GangOutcome("unsatisfiable", reason=f"no topology domain {only_domain}")
     core, extras = pending[:need], pending[need:]
     try:
-        plans_all = [[alts for ci, c in enumerate(m.pending)
-                      for alts in wanted_for_claim(ci, c, classes)] for m in core]
+        plans_all = gang_requests(core, classes)
     except AllocationError as e:
         return GangOutcome("error", reason=str(e))
     broken: list[str] = []  # extras whose claims cannot even be read as requests: they wait
@@ -410,22 +434,38 @@ def place_gang(
             short.append((spare, why, d))
     ranked.sort(key=lambda t: (t[0], t[1]))
     best: tuple[int, tuple[tuple[str, str], ...], str, Domain] | None = None
-    steps = searched = 0
-    timed_out = False
+    steps = searched = undecided = 0
+    too_deep = False
+    notes: dict[str, str] = {}  # per member, why it fits nowhere beyond the counts
     for i, (_, _, d) in enumerate(ranked):
         left = deadline - time.monotonic()
         if left <= 0:
             break
-        plans = _plans([*core, *extras], nodes, d)
         admit = d.admits(gang.device_attribute)
+        try:
+            ordered, lists = search_order(core, extras, nodes, d.nodes, admit, index, classes,
+                                          in_use, _shape)
+        except AllocationError as e:
+            return GangOutcome("error", domain=d.text or None, reason=str(e), steps=steps)
+        plans = _plans(ordered, lists, d)
         share = left / min(len(ranked) - i, 4)
         searched += 1
         try:
             search = JointSearch(plans, index, classes, in_use, time.monotonic() + share, shares,
                                  admit=admit, required=len(core))
+        except AllocationError as e:
+            return GangOutcome("error", domain=d.text or None, reason=str(e), steps=steps)
+        try:
             found = search.run()
-        except TooComplex:
-            timed_out = True
+        except (TooComplex, RecursionError) as e:
+            # out of time, or deeper than the interpreter's stack allows (a search
+            # recursion per device per member): no verdict either way
+            undecided += 1
+            too_deep = too_deep or isinstance(e, RecursionError)
+            steps += search.steps
+            if best is None or search.best > best[0]:
+                best = (search.best, tuple(zip((p.label for p in plans), search.best_nodes,
+                                               strict=False)), "", d)
             continue  # the next domain gets its share of what is left
         except AllocationError as e:
             return GangOutcome("error", domain=d.text or None, reason=str(e), steps=steps)
@@ -438,13 +478,14 @@ def place_gang(
                                + tuple(broken),
                                domains=len(candidates), searched=searched, steps=steps)
         stuck = plans[min(search.best, max(len(core) - 1, 0))].label
+        for label, note in search.notes.items():
+            notes.setdefault(label, note)
         partial = tuple(zip((p.label for p in plans), search.best_nodes, strict=False))
         if best is None or search.best > best[0]:
             best = (search.best, partial, stuck, d)
-    if timed_out and best is None:
-        return GangOutcome("too-complex", reason=f"the gang's search found no placement within "
-                           f"its {budget_s:g}s budget ({searched} of {len(ranked)} domains searched)",
-                           domains=len(candidates), searched=searched, steps=steps)
+    if undecided or searched < len(ranked):
+        return _undecided(gang, core, ranked, searched, undecided, best, budget_s, index, usable,
+                          demand, len(candidates), steps, too_deep)
     if not explain:
         return GangOutcome("unsatisfiable", domains=len(candidates), searched=searched, steps=steps)
     near = best[3] if best is not None else (max(short, key=lambda t: (t[0], t[2].text))[2]
@@ -458,8 +499,37 @@ def place_gang(
             closest = frozenset(d.id for d in reach if wanted is None or d.id in wanted)
     return GangOutcome("unsatisfiable", reason=_reason(
         gang, core, candidates, short, ranked, searched, best, index, classes, in_use, shares,
-        deadline), partial=best[1] if best else (), domains=len(candidates), searched=searched,
+        deadline, notes), partial=best[1] if best else (), domains=len(candidates), searched=searched,
         steps=steps, closest=closest)
+
+
+def _undecided(gang: Gang, core: Sequence[Member], ranked: Sequence[tuple[int, str, Domain]],
+               searched: int, undecided: int,
+               best: tuple[int, tuple[tuple[str, str], ...], str, Domain] | None, budget_s: float,
+               index: NodeIndex, usable: Mapping[str, NodeInfo], demand: Demand, domains: int,
+               steps: int, too_deep: bool = False) -> GangOutcome:
+    """The budget ran out with domains left that might fit: no verdict, and the
+    reservation (`closest`) of the domain the search got deepest in, as a waiting gang
+    keeps."""
+    left = undecided + len(ranked) - searched
+    within = ("before the search went deeper than the interpreter's recursion limit allows"
+              if too_deep else f"within the search's {budget_s:g}s budget")
+    parts = [f"undecided: no placement found {within}, and "
+             f"{left} of {len(ranked)} domain{'s' if len(ranked) != 1 else ''} that fit by "
+             "count not ruled out"]
+    if searched < len(ranked):
+        parts.append(f"{len(ranked) - searched} not searched")
+    closest: frozenset[DeviceID] = frozenset()
+    if best is not None:
+        depth, partial, _, d = best
+        label = f" in domain {d.text}" if d.text else ""
+        parts.append(f"at best {depth} of {len(core)} placed{label}")
+        wanted = demand.matching(index)
+        closest = frozenset(x.id for x in domain_devices(d, gang, index, usable)
+                            if wanted is None or x.id in wanted)
+    return GangOutcome("undecided", reason="; ".join(parts),
+                       partial=best[1] if best is not None else (), domains=domains,
+                       searched=searched, steps=steps, closest=closest)
 
 
 def domain_devices(d: Domain, gang: Gang, index: NodeIndex,
@@ -479,7 +549,7 @@ def _reason(gang: Gang, core: Sequence[Member], candidates: Sequence[Domain],
             short: Sequence[tuple[int, str, Domain]], ranked: Sequence[tuple[int, str, Domain]],
             searched: int, best: tuple[int, tuple[tuple[str, str], ...], str, Domain] | None,
             index: NodeIndex, classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID],
-            shares: Shares, deadline: float) -> str:
+            shares: Shares, deadline: float, notes: Mapping[str, str]) -> str:
     n = len(candidates)
     where = "the cluster" if n == 1 and not candidates[0].text else (
         f"{n} topology domain{'s' if n != 1 else ''} ({gang.domain_keys()})")
@@ -498,10 +568,14 @@ def _reason(gang: Gang, core: Sequence[Member], candidates: Sequence[Domain],
         member = next((m for m in core if m.label == stuck), None)
         alone = None if member is None or time.monotonic() > deadline else _member_alone(
             member, index, classes, in_use, shares, max(deadline - time.monotonic(), 0.1))
+        if alone is None and stuck in notes:
+            alone = notes[stuck]
+        elif alone is not None:
+            alone = f"even alone: {alone}"
         parts.append(f"at best {depth} of {len(core)} placed{label}; member {stuck} fits on "
-                     "no node left there" + (f" (even alone: {alone})" if alone else ""))
+                     "no node left there" + (f" ({alone})" if alone else ""))
     return "; ".join(parts)
 
 
 __all__ = ["Demand", "Domain", "GangOutcome", "Member", "Placed", "candidate_domains", "domain_devices",
-           "domains_of", "member_nodes", "place_gang"]
+           "domains_of", "gang_requests", "member_nodes", "place_gang"]

@@ -59,6 +59,9 @@ log = structlog.get_logger("draco.allocator")
 
 DEFAULT_WAIT_S = 300.0
 PREEMPTING = "WaitingForPreemption"  # as a single pod waiting for its victims reports
+# the search ran out of its time budget before finding a placement or ruling one out:
+# no verdict (and no preemption, which only follows a proven misfit)
+UNDECIDED = "Undecided"
 GANGS = Counter("draco_allocator_gangs_total", "Gang decisions, by outcome.", ["outcome"])
 
 
@@ -114,6 +117,9 @@ class GangWork:
         raise NotImplementedError
 
     async def _report(self, key: NamespacedName, uid: str, reason: str, message: str) -> None:
+        raise NotImplementedError
+
+    def _gang_waits_for_gates(self, view: GangView) -> bool:
         raise NotImplementedError
 
     # provided by the preemption mixin (gang_preempt_loop), which comes before this one
@@ -223,7 +229,8 @@ class GangWork:
         if self.gang_retry_at.get(gkey, 0.0) > self.monotonic():
             return  # a write failed: decided again after retry_after (gang_step)
         self.gang_retry_at.pop(gkey, None)
-        view = gang_view(self.tracker, gangs, self.gang_members, gkey, self.settings.gate)
+        view = gang_view(self.tracker, gangs, self.gang_members, gkey, self.settings.gate,
+                         self.settings.act_beside)
         if view.gang is None:
             self._unreserve(gkey)
             if not view.members and not view.not_ready:
@@ -233,6 +240,8 @@ class GangWork:
                               "cannot be read; its members wait")
             self.gang_waiting.add(gkey)
             return
+        if not view.complete and self._gang_waits_for_gates(view):
+            return  # a member still carries another controller's gate: the gang waits whole
         if not view.pending:
             self.gang_waiting.discard(gkey)
             self._unreserve(gkey)
@@ -276,7 +285,7 @@ class GangWork:
                 self._nomination_forgotten(m.pod.meta.key)
             self._gang_write_status(view, outcome)
             return
-        GANGS.labels(outcome="Unschedulable").inc()
+        GANGS.labels(outcome=UNDECIDED if outcome.status == "undecided" else "Unschedulable").inc()
         if view.gated_placed and not view.complete:
             # an incomplete gang never holds devices: what a killed writer left is released
             self._start_roll_back(view)
@@ -289,7 +298,8 @@ class GangWork:
             self._gang_write_status(view, outcome, PREEMPTING)
             return
         self._reserve(view, outcome)
-        reason = "WaitLimitExceeded" if view.key in self.gang_limit_passed else "GangUnschedulable"
+        reason = "WaitLimitExceeded" if view.key in self.gang_limit_passed else (
+            UNDECIDED if outcome.status == "undecided" else "GangUnschedulable")
         self._gang_report(view, reason, f"{view.gang.kind} {view.label}: {outcome.reason}; the "
                           f"members stay gated ({self.settings.gate}) and are decided again when "
                           "devices, claims, nodes or the gang change")
@@ -394,7 +404,7 @@ class GangWork:
                     continue  # ungated or bound meanwhile: no longer ours to release
                 gangs = gang_overlay(self.tracker)
                 if gangs is not None and gang_view(self.tracker, gangs, self.gang_members, view.key,
-                                                   self.settings.gate).complete:
+                                                   self.settings.gate, self.settings.act_beside).complete:
                     return  # completed meanwhile
                 for ckey in pod.claim_keys():
                     claim = self.tracker.claim(ckey)
@@ -469,4 +479,4 @@ class GangWork:
                             status=resp.status)
 
 
-__all__ = ["DEFAULT_WAIT_S", "GangWork", "Reservation"]
+__all__ = ["DEFAULT_WAIT_S", "UNDECIDED", "GangWork", "Reservation"]

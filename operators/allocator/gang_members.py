@@ -13,6 +13,7 @@ whole gang has its devices.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from operators.allocator.gang import Member
@@ -60,7 +61,7 @@ def _claims(tracker: Tracker, pod: Pod) -> tuple[ResourceClaim, ...] | None:
 
 
 def gang_view(tracker: Tracker, gangs: GangOverlay, members: GangMembers, key: GangKey,
-              gate: str = GATE) -> GangView:
+              gate: str = GATE, beside: Collection[str] = ()) -> GangView:
     gang = gangs.gang(*key)
     ready: list[Member] = []
     not_ready: list[tuple[str, str]] = []
@@ -70,7 +71,7 @@ def gang_view(tracker: Tracker, gangs: GangOverlay, members: GangMembers, key: G
         if pod is None or pod.terminal:
             continue
         label = f"{pkey.namespace}/{pkey.name}"
-        work = pod_work(tracker, pkey, gate)
+        work = pod_work(tracker, pkey, gate, beside=beside)
         if isinstance(work, NotOurs):
             if pod.meta.deleting:
                 continue

@@ -154,6 +154,8 @@ class GangPreemptionWork(PreemptionWork):
                 return
             written.append((key, uid, nomination))
             self.unconfirmed.add(key)
+        for key, uid, nomination in written:  # kube-scheduler's words, before any victim
+            await self._nominated_node(key, uid, nomination.node)
         for _, uid, nomination in written:
             self.fenced.add(uid)
             await self._fence(uid, nomination.devices)

@@ -10,11 +10,13 @@ pod's search looks at one node at a time, a gang's looks at one domain at a time
 - Per candidate domain (those of `gang.candidate_domains`, in order): every
   lower-priority pod holding a device the domain's usable nodes reach, in a pool where
   some request of the gang matches a device (a partition's neighbours share its
-  counters), is removed with its own gang (see `preemption.with_units`); the domain is
-  counted first (`gang.Demand`) and searched (`gang.place_gang`, that domain only) with
-  them gone. If the gang fits, victims are reprieved one by one as for a pod (PDB
-  violators first, then by priority, highest first), each kept when the gang still fits:
-  at once when what it frees lies in no pool of the placement found, else by a search.
+  counters), or a device outside a device-attribute domain that consumes a counter set
+  of one inside it, is removed, with its running gang unless that keeps minCount
+  (`victim_gangs`); the domain is counted first (`gang.Demand`, a claim members share
+  counted once) and searched (`gang.place_gang`, that domain only) with them gone. If
+  the gang fits, victims are reprieved one by one as for a pod (PDB violators first,
+  then by priority, highest first), each kept when the gang still fits: at once when
+  what it frees lies in no pool of the placement found, else by a search.
 - Domains are ranked as nodes are for a pod (fewest PDB violations, lowest highest
   priority, lowest sum, fewest victims, latest start); the search stops after
   `CANDIDATE_DOMAINS` domains that work (draco's choice: upstream has no gang preemption,
@@ -31,14 +33,16 @@ from collections.abc import Collection, Mapping, Sequence
 from operators.allocator.capacity import Shares, shares_from_claims
 from operators.allocator.gang import (
     Demand,
+    Domain,
     GangOutcome,
     Member,
     candidate_domains,
     domain_devices,
+    gang_requests,
     member_nodes,
     place_gang,
 )
-from operators.allocator.inventory import NodeInfo
+from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex
 from operators.allocator.preemption import (
     Holders,
@@ -49,13 +53,14 @@ from operators.allocator.preemption import (
     Without,
     device_ids,
     freed_by,
+    importance,
     minus_shares,
     rank,
     reprieve_order,
     why,
-    with_units,
 )
-from operators.allocator.requests import AllocationError, Wanted, wanted_for_claim
+from operators.allocator.requests import AllocationError, Wanted
+from operators.allocator.victim_gangs import VictimGangs, reprieve
 from operators.model import DeviceClass, DeviceID
 from operators.model.disruption import DisruptionBudget
 from operators.model.gangs import Gang
@@ -71,7 +76,7 @@ def select_gang_victims(
     in_use: Collection[DeviceID],
     prepared: Prepared,
     budgets: Sequence[DisruptionBudget] = (),
-    units: Mapping[str, tuple[str, ...]] | None = None,
+    units: VictimGangs | None = None,
     budget_s: float = 10.0,
     shares: Shares | None = None,
     known: GangOutcome | None = None,
@@ -105,8 +110,7 @@ def select_gang_victims(
         return Preemption("impossible", reason=domains)
     need = max(0, gang.min_count - len(placed))
     try:  # the core's requests (pending is by name, as place_gang's core): extras may wait
-        plans = [[alts for ci, c in enumerate(m.pending) for alts in wanted_for_claim(ci, c, classes)]
-                 for m in pending[:need]]
+        plans = gang_requests(pending[:need], classes)  # a shared claim counted once
     except AllocationError as e:
         return Preemption("impossible", reason=str(e))
     demand = Demand(plans)  # what must fit
@@ -114,48 +118,84 @@ def select_gang_victims(
     nodes = member_nodes(pending, index)
     usable = {n.name: n for allowed in nodes.values() for n in allowed}
     holders = Holders(prepared.holders, priority)
-    groups = units or {}
+    gangs = units if units is not None else VictimGangs()
     trial = _Trial(gang, members, index, classes, in_use, lower, prepared, base, deadline, nodes)
     best: tuple[tuple[float, ...], Preemption] | None = None
     found_in = 0
+
+    def may_go(label: str) -> bool:
+        return label in lower and label not in own
+
     for domain in domains:
         if found_in >= CANDIDATE_DOMAINS or time.monotonic() >= deadline:
             break
         reach = domain_devices(domain, gang, index, usable)
-        potential = list(dict.fromkeys(h for d in reach if (d.id.driver, d.id.pool) in pools
-                                       for h in holders.get(d.id, ())))
-        victims = [v for v in with_units(potential, groups, lower) if v not in own]
-        if not victims or demand.check(reach, index, trial.without(victims))[1] is not None:
-            continue  # short by count even with every lower-priority holder gone
-        fits = trial.fits(victims, domain.text)
+        freeing = _freeing(domain, gang, index, usable, reach, pools)
+        potential = list(dict.fromkeys(h for d in freeing for h in holders.get(d, ())))
+        fits: GangOutcome | None = None
+        for wish in gangs.wishes(potential, may_go, lambda v: importance(lower[v])):
+            victims = gangs.closure(wish)
+            if not victims or not all(may_go(v) for v in victims) \
+                    or demand.check(reach, index, trial.without(victims))[1] is not None:
+                continue  # short by count even with every lower-priority holder gone
+            fits = trial.fits(victims, domain.text)
+            if fits is not None:
+                break
         if fits is None:
             continue
         found_in += 1
-        for label in reprieve_order(victims, lower, budgets):
-            if label not in victims or time.monotonic() >= deadline:
-                continue
-            kept = [v for v in victims if v not in groups.get(label, (label,))]
-            if not kept:
-                continue
-            if trial.untouched(victims, groups.get(label, (label,)), fits):
-                victims = kept  # what it frees is no part of the placement: it stays
-                continue
+
+        def attempt(kept: list[str], now: list[str], fits: GangOutcome,
+                    reach: list[Candidate] = reach, domain_text: str = domain.text) -> GangOutcome | None:
+            if time.monotonic() >= deadline:
+                return None
+            staying = set(kept)
+            if trial.untouched(now, [v for v in now if v not in staying], fits):
+                return fits  # what it frees is no part of the placement: it stays
             if demand.check(reach, index, trial.without(kept))[1] is not None:
-                continue
-            again = trial.fits(kept, domain.text)
-            if again is not None:
-                victims, fits = kept, again
+                return None
+            return trial.fits(kept, domain_text)
+
+        first_fit: GangOutcome = fits
+        victims, got = reprieve(wish, victims, first_fit, reprieve_order(victims, lower, budgets), gangs,
+                                attempt)
         score = rank(victims, lower, budgets)
         where = f"topology domain {domain.text}" if domain.text else "the cluster"
-        answer = _answer("preempt", fits, tuple(sorted(victims)), why(
+        answer = _answer("preempt", got, tuple(sorted(victims)), why(
             victims, lower, int(score[0]),
-            f"what the gang's {len(fits.placed)} member(s) need in {where}"), int(score[0]))
+            f"what the gang's {len(got.placed)} member(s) need in {where}"), int(score[0]))
         if best is None or score < best[0]:
             best = (score, answer)
     if best is None:
         return Preemption("impossible", reason="evicting every lower-priority pod would still not "
                                                "let the gang be placed in any topology domain")
     return best[1]
+
+
+def _freeing(domain: Domain, gang: Gang, index: NodeIndex, usable: Mapping[str, NodeInfo],
+             reach: Sequence[Candidate], pools: Collection[tuple[str, str]]) -> list[DeviceID]:
+    """The devices whose holders may free what the gang needs in DOMAIN: those it reaches
+    in a pool some request of the gang matches (a partition's neighbours share its
+    counters), and, with a device-attribute domain, the devices outside it that the
+    domain's nodes reach and that consume a counter set an inside device consumes (a
+    whole GPU without the attribute uses up the counters of its in-domain halves)."""
+    out = [d.id for d in reach if (d.id.driver, d.id.pool) in pools]
+    admit = domain.admits(gang.device_attribute)
+    if admit is None:
+        return out
+    sets = {(d.id.driver, d.id.pool, cc.counter_set) for d in reach for cc in d.consumes}
+    if not sets:
+        return out
+    inside = set(out)
+    names = sorted(usable if domain.nodes is None else (n for n in domain.nodes if n in usable))
+    for name in names:
+        for dev in index.view(usable[name])[1]:
+            if dev.id in inside or admit(dev):
+                continue
+            if any((dev.id.driver, dev.id.pool, cc.counter_set) in sets for cc in dev.consumes):
+                inside.add(dev.id)
+                out.append(dev.id)
+    return out
 
 
 def _pools_wanted(plans: Sequence[Sequence[Sequence[Wanted]]], index: NodeIndex) -> set[tuple[str, str]]:

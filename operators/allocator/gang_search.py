@@ -17,7 +17,18 @@ What keeps it small:
   claim) are interchangeable, so a member never takes a node earlier in the list than
   the previous member of its shape: one of each set of symmetric placements is tried,
   not all n! of them;
+- dead ends are remembered: when the members from m on fail, they fail again whenever
+  they face an equivalent state (`gang_memo`: what is taken where they can still
+  reach, up to devices and nodes no request can tell apart), so a tight world costs
+  one visit per distinct state instead of one per path to it;
+- a member never tries an untouched twin of a node that already failed for it
+  (nodes alike in all a request can see, `gang_memo`), and a run of members of one
+  shape stops as soon as the nodes left cannot host them all by count (`_room`);
+- the memo and the twins start with the first dead end (the count of a run, at its
+  head): a gang that fits at the first try never pays for them;
 - the time budget of the whole gang bounds it (TooComplex).
+The member and node order are the caller's (`gang.place_gang` puts the most
+constrained members first and each member's tightest nodes first).
 The deepest point reached (how many members placed, and on which nodes) is kept for
 the explanation when nothing fits.
 """
@@ -27,13 +38,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from operators.allocator.capacity import NO_SHARES, Charged, Shares
+from operators.allocator.capacity import NO_SHARES, Charged, Shares, consumption
 from operators.allocator.counters import Ledger
+from operators.allocator.gang_memo import StateKeys
 from operators.allocator.inventory import Candidate, Inventory, NodeInfo, placement_matches
 from operators.allocator.nodes import NodeIndex, enough
 from operators.allocator.requests import Wanted, wanted_for_claim
-from operators.allocator.search import Joint, Search
+from operators.allocator.search import Joint, Search, selectable, taint_blocks
 from operators.model import DeviceClass, DeviceID, ResourceClaim
+
+MEMO_MAX = 1 << 17  # dead ends remembered per search (each a few hundred bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +117,16 @@ class JointSearch:
         self.steps = 0
         self.best = 0  # the most members placed at once
         self.best_nodes: tuple[str, ...] = ()
+        self.dead: set[object] = set()  # signatures of known dead ends
+        self.notes: dict[str, str] = {}  # member label -> why it fits nowhere, beyond counts
+        self.memo_hits = 0
+        # the cuts below cost a look at the state per member: they start with the first
+        # dead end (a gang that fits at the first try never pays for them)
+        self.backtracked = False
+        # twin nodes are skipped only without shared claims (see `_member`)
+        self.twins = not any(p.shared for p in members)
+        self.keys = StateKeys(members, self.required, index, in_use, self.joint, self.view,
+                              self.searches, self.nodes, admit)
 
     def view(self, node: NodeInfo) -> tuple[Inventory, tuple[Candidate, ...]]:
         """The node's pools and its reachable devices inside the domain."""
@@ -135,15 +159,39 @@ class JointSearch:
         start = 0
         if m > 0 and member.shape is not None and member.shape == self.members[m - 1].shape:
             start = self._positions[m - 1]  # symmetric: never before the previous one
+        signature = None
+        if m < self.required and self.backtracked:
+            signature = self.keys.key(m, start)
+            if signature in self.dead:
+                self.memo_hits += 1
+                return False
+        if m < self.required and (self.backtracked or start == 0) and not self._room(m, start):
+            self.backtracked = True  # at the head of a run of one shape, or once searching
+            if signature is not None and len(self.dead) < MEMO_MAX:
+                self.dead.add(signature)
+            return False
+        # twins: an untouched node like one that failed for this member fails too
+        touched: set[str] | None = None
+        failed: set[object] = set()
         for pos in range(start, len(member.nodes)):
             self.joint.tick(self.deadline)  # a node tried is a step of the gang's budget
             node = member.nodes[pos]
+            twin = None
+            if self.twins and self.backtracked and m < self.required:
+                if touched is None:
+                    touched = self.keys.touched()  # the state is as on entry between nodes
+                if node.name not in touched:
+                    twin = self.keys.class_of(m, start, node.name)
+                    if twin in failed:
+                        continue
             if not self._reaches_shared(member, node) or not self.fits_alone(m, node):
                 continue
             pools, _ = self.view(node)
             search = Search(member.claims, node, pools, self.classes, self.in_use,
                             self.deadline, self.shares, joint=self.joint,
                             claim_offset=self.offsets[m], admit=self.admit)
+            if self.admit is not None:
+                self._all_inside(m, search, node)
             search.then = lambda m=m: self._member(m + 1)
             self.searches[m], self.nodes[m], self._positions[m] = search, node, pos
             try:
@@ -153,10 +201,80 @@ class JointSearch:
             if found:
                 return True
             self.searches[m] = self.nodes[m] = None
+            self.backtracked = True
+            if twin is not None:
+                failed.add(twin)
         if m >= self.required:
             self._positions[m] = start
             return self._member(m + 1)  # an optional member that fits nowhere waits
+        if m < self.required and self.backtracked and len(self.dead) < MEMO_MAX:
+            # the state is as on entry again: a key not taken then (before the first
+            # dead end) is taken now
+            self.dead.add(signature if signature is not None else self.keys.key(m, start))
         return False
+
+    def _room(self, m: int, start: int) -> bool:
+        """Whether the nodes from START on could still host, by count, every required
+        member of M's shape from M on (they take nodes in order, see `_member`). Each
+        node hosts at most, per request, its free matching devices divided by the
+        count; a device every node reaches is counted on each, so this never rules out
+        a placement that exists. Requests in All mode, with admin access or on devices
+        several claims may share are not counted (always room)."""
+        member = self.members[m]
+        k = 1
+        while member.shape is not None and m + k < self.required \
+                and self.members[m + k].shape == member.shape:
+            k += 1
+        if k < 2:
+            return True  # one member: `fits_alone` judges node by node
+        plan = self.plans[m]
+        if not plan or any(w.all_mode or w.admin_access or w.count < 1 for alts in plan for w in alts):
+            return True
+        matcher = self.index.matcher
+        room = 0
+        for node in member.nodes[start:]:
+            _, devices = self.view(node)
+            hosts: int | None = None
+            for alts in plan:
+                most = 0
+                for w in alts:
+                    ids, _ = matcher.matching(w)
+                    free = sum(1 for d in devices if d.id in ids and d.id not in self.taken
+                               and not taint_blocks(d.taints, w.tolerations))
+                    most = max(most, free // w.count)
+                hosts = most if hosts is None else min(hosts, most)
+                if not hosts:
+                    break
+            room += hosts or 0
+            if room >= k:
+                return True
+        # short: unless a device several claims may share serves a request (checked
+        # last, it costs a look at every matching device)
+        return any(d.allow_multiple_allocations for alts in plan for w in alts
+                   for d in matcher.matching(w)[1])
+
+    def _all_inside(self, m: int, search: Search, node: NodeInfo) -> None:
+        """`allocationMode: All` means every device the request matches on the node, as
+        upstream has it; the domain does not narrow it. Where some of those lie outside
+        the domain (another value of the attribute, or none), the request (that
+        alternative, for a subrequest) cannot be met on this node in this domain."""
+        admit = self.admit
+        assert admit is not None
+        for w in (w for requests in search.plan for alts in requests for w in alts):
+            if not w.all_mode or w.all_devices is None:
+                continue
+            claim = search.claims[w.claim_index]
+            outside = sum(1 for _, targeting in search.pools for sl in targeting
+                          for d in sl.devices if not admit(d)
+                          and selectable(w, sl, d, node, claim)
+                          and consumption(w.spec.capacity, d, {}, {}) is not None)
+            if outside:
+                w.all_devices, w.count = [], 0
+                self.notes.setdefault(self.members[m].label, (
+                    f"request {w.name} of claim {claim.name} asks for all the devices it "
+                    f"matches on a node (allocationMode All), and on node {node.name} "
+                    f"{outside} of them {'are' if outside != 1 else 'is'} outside the "
+                    "topology domain"))
 
     def _reaches_shared(self, member: MemberPlan, node: NodeInfo) -> bool:
         """A claim an earlier member allocated must be usable from this member's node."""

@@ -20,6 +20,7 @@ from operators.kube.client import KubeClient
 from operators.kube.shared import shared_client
 from operators.kube.shell import register_loop
 from operators.kube.supervision import Supervisor, guarded
+from operators.model.gates import gate_setting
 from operators.tracker import Tracker
 
 FEEDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "Pod", "DeviceTaintRule", "Gang", "PodGroup")
@@ -35,6 +36,7 @@ def settings_from(settings: Any) -> AllocatorSettings:
         preemption=bool(getattr(settings, "preemption", False)),
         nomination_timeout=float(getattr(settings, "nomination_timeout", 300.0)),
         use_eviction_api=bool(getattr(settings, "use_eviction_api", False)),
+        act_beside=gate_setting(getattr(settings, "act_beside_gates", None)),
     )
 
 

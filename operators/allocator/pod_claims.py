@@ -1,7 +1,9 @@
 """What a gated pod needs from the allocator, read from the tracker alone (no I/O).
 
 A pod is the allocator's while it carries draco's gate, is not bound, not being deleted
-and not finished. Its claims are those of `spec.resourceClaims`: a `resourceClaimName`,
+and not finished. While another controller's gate is on it too (`model.gates`: any gate
+but draco's and those draco may act beside) it waits for that controller (`GateWait`),
+whatever its claims: that is how kube-scheduler treats gates. Its claims are those of `spec.resourceClaims`: a `resourceClaimName`,
 or the claim the resource-claim controller generated from a template, which the pod
 names in `status.resourceClaimStatuses` once it exists. Until every claim exists the
 pod waits, silently (as kube-scheduler does: generation usually takes milliseconds,
@@ -20,15 +22,16 @@ timeout) is to be released (`Release`) and allocated again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from operators.model import NamespacedName, Pod, ResourceClaim
+from operators.model import NamespacedName, NodeSelectorRequirement, Pod, ResourceClaim
 from operators.model.binding import BINDING_TIMEOUT_S, binding
+from operators.model.gates import DRACO_GATE, other_gates, waiting_for
 from operators.tracker import Tracker
 
-GATE = "resource.draco.dev/allocation"
+GATE = DRACO_GATE
 RESERVED_FOR_MAX = 256  # resource.k8s.io/v1 ResourceClaimReservedForMaxSize
 
 
@@ -41,6 +44,14 @@ class NotOurs:
 class Waiting:
     uid: str
     why: str
+
+
+@dataclass(frozen=True, slots=True)
+class GateWait(Waiting):
+    """Another controller's gate is still on the pod: nothing is allocated, preempted or
+    placed for it until only draco's gate (and those it may act beside) remain."""
+
+    gates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +93,9 @@ PodWork = NotOurs | Waiting | Done | Release | Blocked | Work
 
 
 def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE, now: datetime | None = None,
-             binding_timeout: float = BINDING_TIMEOUT_S) -> PodWork:
-    """NOW (the wall clock; None: bindings never time out) judges binding conditions."""
+             binding_timeout: float = BINDING_TIMEOUT_S, beside: Collection[str] = ()) -> PodWork:
+    """NOW (the wall clock; None: bindings never time out) judges binding conditions;
+    BESIDE names the other gates draco may act beside."""
     pod = tracker.pod(key)
     if pod is None:
         return NotOurs("gone")
@@ -95,6 +107,9 @@ def pod_work(tracker: Tracker, key: NamespacedName, gate: str = GATE, now: datet
     if why is not None:
         return NotOurs(why)
     uid = pod.meta.uid
+    others = other_gates(pod.scheduling_gates, gate, beside)
+    if others:
+        return GateWait(uid, waiting_for(others), others)
     pending: list[ResourceClaim] = []
     reserve: list[ResourceClaim] = []
     allocated: list[ResourceClaim] = []
@@ -158,6 +173,29 @@ def node_misfit(pod: Pod, name: str, labels: Mapping[str, str] | None,
     return None
 
 
+def _requirement_text(r: NodeSelectorRequirement) -> str:
+    if r.operator in ("Exists", "DoesNotExist"):
+        return f"{r.key} {r.operator}"
+    return f"{r.key} {r.operator} ({','.join(r.values)})"
+
+
+def node_choice(pod: Pod, limit: int = 240) -> str | None:
+    """The node choice the pod carries (its nodeSelector, its required node affinity), in
+    words for a condition or an Event; None when it carries none. Whoever set it (a user,
+    Kueue's topology ungater) chose those nodes: draco's devices must be found there."""
+    parts = []
+    if pod.node_selector:
+        parts.append("nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(pod.node_selector.items())))
+    if pod.required_node_affinity is not None and pod.required_node_affinity.terms:
+        terms = [" and ".join(_requirement_text(r) for r in (*t.match_expressions, *t.match_fields))
+                 or "(empty term)" for t in pod.required_node_affinity.terms]
+        parts.append("required node affinity " + " or ".join(terms))
+    if not parts:
+        return None
+    text = "; ".join(parts)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def node_fits(pod: Pod, name: str, labels: Mapping[str, str] | None,
               allocated: tuple[ResourceClaim, ...]) -> bool:
     """Whether the pod may run on the node: its nodeSelector and required node affinity,
@@ -165,5 +203,5 @@ def node_fits(pod: Pod, name: str, labels: Mapping[str, str] | None,
     return node_misfit(pod, name, labels, allocated) is None
 
 
-__all__ = ["GATE", "RESERVED_FOR_MAX", "Blocked", "Done", "NotOurs", "PodWork", "Release", "Waiting", "Work",
-           "node_fits", "node_misfit", "pod_work"]
+__all__ = ["GATE", "RESERVED_FOR_MAX", "Blocked", "Done", "GateWait", "NotOurs", "PodWork", "Release", "Waiting", "Work",
+           "node_choice", "node_fits", "node_misfit", "pod_work"]

@@ -261,6 +261,7 @@ class PreemptionWork:
             self._retry(key)  # type: ignore[attr-defined]
             return
         self.unconfirmed.add(key)
+        await self._nominated_node(key, uid, nomination.node)
         self.fenced.add(uid)
         await self._fence(uid, nomination.devices)
         victims = ", ".join(f"{v.namespace}/{v.name}" for v in nomination.victims)
@@ -329,6 +330,19 @@ class PreemptionWork:
         if not resp.ok and resp.status not in (404, 409):
             log.warning("cannot remove the nomination", kind="Pod", namespace=key.namespace,
                         name=key.name, status=resp.status)
+        if resp.status not in (404, 409):
+            await self._nominated_node(key, uid, None)
+
+    async def _nominated_node(self, key: NamespacedName, uid: str, node: str | None) -> None:
+        """kube-scheduler's words for a nomination: `status.nominatedNodeName` (through
+        pods/status), set when the nominated devices are all on one node and cleared
+        with the nomination; the annotation stays the record draco reads back."""
+        resp = await self.client.merge_patch(
+            f"/api/v1/namespaces/{key.namespace}/pods/{key.name}/status",
+            {"metadata": {"uid": uid}, "status": {"nominatedNodeName": node}})
+        if not resp.ok and resp.status not in (404, 409):
+            log.warning("cannot write the pod's nominatedNodeName", kind="Pod",
+                        namespace=key.namespace, name=key.name, node=node, status=resp.status)
 
     async def _fence(self, uid: str, devices: tuple[DeviceID, ...]) -> None:
         """Keep kube-scheduler off the nominated devices: a NoSchedule DeviceTaintRule of

@@ -15,13 +15,17 @@ Following upstream's default preemption where it applies:
   would violate a PodDisruptionBudget first, then by priority, highest first (then the
   earliest started): a pod is reprieved when the claims still fit with it kept;
 - candidate nodes are tried in name order until 100 (or 10 % of the nodes, if more)
-  can take the pod with victims, as upstream's dry run stops; a node where some plain
-  request cannot find enough devices that are free or freeable, by counting, is skipped;
-- the node is chosen by: fewest PDB violations, then the lowest highest-victim
-  priority, then the lowest sum of victim priorities, then the fewest victims, then the
-  latest start among the highest-priority victims; ties to the node tried first.
-A member of a gang is evicted with its whole gang, unless the gang keeps at least
-`minCount` placed members without it (`units` says which pods go together).
+  can take the pod with victims and one of them violates no PodDisruptionBudget, as
+  upstream's dry run stops; a node where some plain request cannot find enough devices
+  that are free or freeable, by counting, is skipped;
+- the node is chosen as upstream's pickOneNodeForPreemption chooses: fewest PDB
+  violations, then the lowest highest-victim priority, then the lowest sum of victim
+  priorities (each raised by 2^31), then the fewest victims, then, per node, the
+  earliest start among its highest-priority victims, the node where that is latest
+  preferred; ties to the node tried first.
+A member of a running gang is evicted alone only while its gang keeps `minCount`
+running members (launchers without devices count); otherwise the gang goes whole
+(`victim_gangs`: the search reprieves from a wish whose closure is always valid).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from operators.allocator.holds import Reserved
 from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, place
 from operators.allocator.requests import Wanted, wanted_for_claim
+from operators.allocator.victim_gangs import VictimGangs, reprieve
 from operators.model import (
     AllocationResult,
     DeviceClass,
@@ -174,11 +179,12 @@ def select_victims(
     in_use: Collection[DeviceID],
     all_claims: Iterable[ResourceClaim],
     budgets: Sequence[DisruptionBudget] = (),
-    units: Mapping[str, tuple[str, ...]] | None = None,
+    units: VictimGangs | None = None,
     budget_s: float = 10.0,
     prepared: Prepared | None = None,
 ) -> Preemption:
-    """UNITS: pods that go together (a gang member -> every member that goes with it).
+    """UNITS: the running gangs (`preemption_inputs.gang_units`): a victim gang keeps
+    minCount or goes whole.
     PREPARED: `prepare(running, all_claims)`, when the caller decides several preemptors
     against one state (RUNNING and ALL_CLAIMS are then not read)."""
     ready = prepared if prepared is not None else prepare(running, all_claims)
@@ -200,43 +206,48 @@ def select_victims(
         return Preemption("impossible", reason=f"no running pod has a lower priority than "
                                                f"{preemptor.priority}")
     sharing, consumers = ready.sharing, ready.consumers
-    groups = units or {}
+    gangs = units if units is not None else VictimGangs()
     holders = Holders(ready.holders, priority)  # device -> the lower-priority pods freeing it
     best: tuple[tuple[float, ...], Preemption] | None = None
     wanted = [alts[0] for ci, c in enumerate(pending) for alts in wanted_for_claim(ci, c, classes)
               if len(alts) == 1 and not alts[0].all_mode and not alts[0].admin_access]
     enough_found = max(MIN_CANDIDATES, len(allowed) * MIN_CANDIDATE_PERCENT // 100)
-    candidates = 0
+    candidates = clean = 0
     for node in allowed:
-        if candidates >= enough_found:
-            break  # upstream's dry run stops after enough candidate nodes too
+        if candidates >= enough_found and clean:
+            break  # upstream's dry run stops after enough candidates, one without violations
         reachable = index.view(node)[1]
         potential = list(dict.fromkeys(h for d in reachable for h in holders.get(d.id, ())))
         if not potential or not _could_fit(wanted, reachable, index, in_use, holders):
             continue
-        victims = with_units(potential, groups, lower)
-        if not victims:
-            continue
-        fits = _fits(victims, node, pending, view, classes, in_use, lower, consumers, sharing,
-                     base_shares, budget_s)
+        fits: tuple[AllocationResult, ...] | None = None
+        for wish in gangs.wishes(potential, lower.__contains__, lambda v: importance(lower[v])):
+            victims = gangs.closure(wish)
+            if victims and all(v in lower for v in victims):
+                fits = _fits(victims, node, pending, view, classes, in_use, lower, consumers, sharing,
+                             base_shares, budget_s)
+                if fits is not None:
+                    break
         if fits is None:
             continue
         candidates += 1
-        for label in reprieve_order(victims, lower, budgets):
-            if label not in victims:
-                continue
-            kept = [v for v in victims if v not in groups.get(label, (label,))]
-            if not _could_fit(wanted, reachable, index, Without(in_use, freed_by(kept, lower, consumers)[0]),
+
+        def attempt(trial: list[str], _now: list[str], _fits_now: object, node: NodeInfo = node,
+                    reachable: Sequence[Candidate] = reachable) -> tuple[AllocationResult, ...] | None:
+            if not _could_fit(wanted, reachable, index, Without(in_use, freed_by(trial, lower, consumers)[0]),
                               {}):
-                continue  # by counting alone the claims cannot fit with it kept
-            trial = _fits(kept, node, pending, view, classes, in_use, lower, consumers, sharing,
-                          base_shares, budget_s)
-            if trial is not None:
-                victims, fits = kept, trial
+                return None  # by counting alone the claims cannot fit with it kept
+            return _fits(trial, node, pending, view, classes, in_use, lower, consumers, sharing,
+                         base_shares, budget_s)
+
+        first_fit: tuple[AllocationResult, ...] = fits
+        victims, got = reprieve(wish, victims, first_fit, reprieve_order(victims, lower, budgets), gangs,
+                                attempt)
         score = rank(victims, lower, budgets)
         bad = int(score[0])
-        found = Preemption("preempt", tuple(sorted(victims)), device_ids(fits), node.name,
-                           why(victims, lower, bad, f"what the claims need on node {node.name}"), bad, fits)
+        clean += not bad
+        found = Preemption("preempt", tuple(sorted(victims)), device_ids(got), node.name,
+                           why(victims, lower, bad, f"what the claims need on node {node.name}"), bad, got)
         if best is None or score < best[0]:
             best = (score, found)
     if best is None:
@@ -256,15 +267,20 @@ def reprieve_order(victims: Sequence[str], lower: Mapping[str, Running],
 
 def rank(victims: Sequence[str], lower: Mapping[str, Running],
          budgets: Sequence[DisruptionBudget]) -> tuple[float, ...]:
-    """A candidate's victims as upstream ranks candidates, lowest best: PDB violations,
-    the highest victim priority, the sum of priorities, the count, then the latest start
-    among the highest-priority victims (negated)."""
+    """A candidate's victims as upstream's pickOneNodeForPreemption ranks candidates,
+    lowest best: PDB violations, the highest victim priority, the sum of priorities
+    (each raised by 2^31, as upstream, so that more victims of a negative priority never
+    look cheaper), the count, then the earliest start among the highest-priority victims,
+    the latest preferred (negated; a victim not started yet counts as starting now,
+    later than any start)."""
     order = sorted(victims, key=lambda v: importance(lower[v]))
     bad = len(violations(order, lower, budgets))
     top = max(lower[v].pod.priority for v in victims) if victims else -(1 << 31)
     starts = [lower[v].pod.start_time for v in victims if lower[v].pod.priority == top]
-    latest = max((s.timestamp() for s in starts if s is not None), default=0.0)
-    return (bad, top, sum(lower[v].pod.priority for v in victims), len(victims), -latest)
+    earliest = min((s.timestamp() if s is not None else float("inf") for s in starts),
+                   default=float("inf"))
+    return (bad, top, sum(lower[v].pod.priority + (1 << 31) for v in victims), len(victims),
+            -earliest)
 
 
 class Lower(Mapping[str, Running]):
@@ -324,18 +340,6 @@ def _could_fit(wanted: Sequence[Wanted], reachable: Sequence[Candidate], index: 
         if have < w.count:
             return False
     return True
-
-
-def with_units(labels: Iterable[str], groups: Mapping[str, tuple[str, ...]],
-            lower: Mapping[str, Running]) -> list[str]:
-    """The victims with their gangs; a gang that would take a pod of no lower priority
-    with it cannot go, and its pods are left out (the others may still go)."""
-    out: dict[str, None] = {}
-    for label in labels:
-        members = groups.get(label, (label,))
-        if all(m in lower for m in members):
-            out.update(dict.fromkeys(members))
-    return list(out)
 
 
 class Without(Collection[DeviceID]):
@@ -403,4 +407,4 @@ def why(victims: Collection[str], lower: Mapping[str, Running], bad: int, what: 
 
 __all__ = ["Holders", "Lower", "Preemption", "Prepared", "Running", "Without", "device_ids", "freed_by",
            "importance", "minus_shares", "prepare", "rank", "reprieve_order", "select_victims",
-           "violations", "why", "with_units"]
+           "violations", "why"]

@@ -24,6 +24,12 @@ out (naming the pod when several share the claims). Without Node objects in the 
 node labels are unknown, so a pod's label selectors match no node. Claims no Pod in the
 input uses are placed as before, whatever the taints and selectors.
 
+Gates: a claim that a pod still held by another controller's scheduling gate uses
+(Kueue's `kueue.x-k8s.io/admission`, any gate but draco's and those given with
+--act-beside-gates) is not allocated, as the allocator controller waits for such pods:
+its record says `waiting` and names the pod and the gate; its devices stay free for the
+claims after it.
+
 A claim that cannot be allocated is a result (`allocated: false` with the reason and,
 where the search got that far, the explain per request), and the exit code is 0.
 """
@@ -32,7 +38,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -60,8 +66,10 @@ from operators.cli.allocation_records import (
     failed_record,
     nodes_from,
     unreadable_record,
+    waiting_record,
 )
 from operators.cli.inputs import UsageError
+from operators.cli.options import gate_list
 from operators.cli.output import emit, render_table, warn
 from operators.cli.state import add_source_options, load_state, object_key
 from operators.cli.upstream_taints import add_upstream
@@ -73,6 +81,7 @@ from operators.model import (
     ObjectRef,
     ResourceClaim,
 )
+from operators.model.gates import DRACO_GATE, gate_setting, other_gates, waiting_for
 from operators.tracker import Tracker
 
 
@@ -117,6 +126,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--feature-gates", default="", type=feature_gates, metavar="NAME=BOOL,...",
                         help="allocator feature gates, as kube-scheduler spells them (default: "
                         "kube-scheduler 1.37's defaults): " + ", ".join(sorted(GATE_NAMES)))
+    parser.add_argument("--act-beside-gates", type=gate_list, default="", metavar="GATE,...",
+                        help="other controllers' scheduling gates to allocate beside, as `draco run "
+                        "--act-beside-gates` (default: none; claims of pods that carry any gate but "
+                        "draco's are reported as waiting)")
     parser.add_argument("--serve", action="store_true",
                         help="answer allocation requests, one JSON object per line on stdin, "
                         "one answer per line on stdout (for programs; see the CLI guide)")
@@ -162,6 +175,21 @@ def pods_using(tracker: Tracker, claims: Iterable[ResourceClaim],
     if len(fits) == 1:
         fits[0] = replace(fits[0], label="")
     return fits
+
+
+def gate_wait(tracker: Tracker, claims: Iterable[ResourceClaim], beside: Collection[str]) -> str | None:
+    """Why the claims wait, when an unfinished, unbound pod that uses one of them still
+    carries another controller's gate (the first such pod, by name); None otherwise."""
+    keys = sorted({k for c in claims for k in tracker.pods_of_claim(NamespacedName(c.namespace, c.name))})
+    for key in keys:
+        pod = tracker.pod(key)
+        if pod is None or pod.terminal or pod.node_name:
+            continue
+        others = other_gates(pod.scheduling_gates, DRACO_GATE, beside)
+        if others:
+            return (f"pod {key.namespace}/{key.name} is {waiting_for(others)}: another controller "
+                    f"decides first; draco allocates once only its gate {DRACO_GATE} remains")
+    return None
 
 
 def claims_in_order(objects: Iterable[dict[str, Any]], tracker: Tracker,
@@ -249,7 +277,7 @@ def _record_placement(placed: Placement, pending: Sequence[ResourceClaim], out: 
 
 def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequence[NamespacedName],
              node: str | None, budget_s: float,
-             gates: FeatureGates = DEFAULT_GATES) -> dict[str, Any]:
+             gates: FeatureGates = DEFAULT_GATES, beside: Collection[str] = ()) -> dict[str, Any]:
     unreadable: dict[str, str] = {}
     ordered = claims_in_order(objects, tracker, unreadable)
     by_key = {NamespacedName(c.namespace, c.name): c for c in ordered}
@@ -277,11 +305,16 @@ def document(tracker: Tracker, objects: Sequence[dict[str, Any]], claims: Sequen
         elif claims:
             pending.append(claim)
             out[_label(claim)] = None  # keeps the input order
+        elif (why := gate_wait(tracker, [claim], beside)) is not None:
+            out[_label(claim)] = waiting_record(why)
         else:
             placed = _place([claim], tracker, index, classes, in_use, shares, budget_s, only,
                             settled, gates)
             _record_placement(placed, [claim], out, in_use, shares, settled)
-    if pending:
+    if pending and (why := gate_wait(tracker, pending, beside)) is not None:
+        for claim in pending:
+            out[_label(claim)] = waiting_record(why)
+    elif pending:
         placed = _place(pending, tracker, index, classes, in_use, shares, budget_s, only, settled,
                         gates)
         _record_placement(placed, pending, out, in_use, shares, settled)
@@ -323,6 +356,6 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--gang places the whole gang: it takes no --claim or --node")
         emit(gang_document(tracker, objects, args.gang, DEFAULT_BUDGET_S), args.output, gang_table)
         return 0
-    emit(document(tracker, objects, args.claims, args.node, DEFAULT_BUDGET_S, gates), args.output,
-         table)
+    emit(document(tracker, objects, args.claims, args.node, DEFAULT_BUDGET_S, gates,
+                  gate_setting(args.act_beside_gates)), args.output, table)
     return 0

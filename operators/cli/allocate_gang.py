@@ -8,7 +8,9 @@ allocated is placed; the others are allocated jointly (see `allocator.gang`).
 
 Output (`-o json`), one object:
   gang     NS/NAME
-  status   "allocated" | "unsatisfiable"
+  status   "allocated" | "unsatisfiable" | "undecided" (the time budget ran out before
+           the search found a placement or ruled every domain out; `reason` says how far
+           it got)
   domain   the topology domain chosen, `KEY=VALUE` per topology key, comma-joined
            (null without topology or when nothing is placed)
   members  pod NS/NAME -> claim name -> its allocation results, each with `request`,
@@ -158,7 +160,7 @@ def _doc(gang: Gang, members: Sequence[Member], outcome: GangOutcome,
         "gang": gang.label,
         "kind": gang.kind,
         "minCount": gang.min_count,
-        "status": "allocated" if outcome.allocated else "unsatisfiable",
+        "status": outcome.status if outcome.status in ("allocated", "undecided") else "unsatisfiable",
         "domain": outcome.domain if outcome.allocated else None,
         "members": placed,
         "nodes": nodes,

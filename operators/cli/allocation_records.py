@@ -3,7 +3,8 @@
 Each claim's record carries `status`: `allocated`, `unsatisfiable` (no fit; `reason`
 says why), `error` (what upstream reports as an error: a CEL runtime error, a missing
 DeviceClass, `All` over an incomplete pool, ...), `too-complex` (the time budget ran
-out) or `unreadable` (the claim itself cannot be read). `results` is the CLI's
+out), `unreadable` (the claim itself cannot be read) or `waiting` (a pod that uses it
+still carries another controller's scheduling gate; `reason` names the pod and gate). `results` is the CLI's
 contract for one allocation's devices: `request`, `driver`,
 `pool`, `device`, plus `adminAccess`, `tolerations`, `shareID`, `consumedCapacity` and
 the binding conditions when set.
@@ -83,4 +84,12 @@ def unreadable_record(why: str) -> dict[str, Any]:
             "results": [], "config": [], "reason": why, "explain": None}
 
 
-__all__ = ["allocated_record", "failed_record", "nodes_from", "results", "unreadable_record"]
+def waiting_record(why: str) -> dict[str, Any]:
+    """A claim whose pod still carries another controller's scheduling gate: nothing is
+    allocated until that controller removes it (`operators.model.gates`)."""
+    return {"status": "waiting", "allocated": False, "node": None, "nodeSelector": None,
+            "results": [], "config": [], "reason": why, "explain": None}
+
+
+__all__ = ["allocated_record", "failed_record", "nodes_from", "results", "unreadable_record",
+           "waiting_record"]

@@ -65,3 +65,18 @@ def seconds(text: str) -> float:
 
 seconds.__name__ = "seconds"
 port = int_range(0, 65535)
+
+
+def gate_list(text: str) -> str:
+    """Comma-separated scheduling gate names, or `*` (see `operators.model.gates`), checked
+    and given back as one canonical string (sorted, no blanks): a flag's value and its
+    DRACO_ variable read the same."""
+    from operators.model.gates import parse_gate_list
+
+    try:
+        return ",".join(sorted(parse_gate_list(text)))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+gate_list.__name__ = "gate list"

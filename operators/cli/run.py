@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from operators.cli.inputs import ClusterError, InputError, UsageError, connection_problem, kube_api
-from operators.cli.options import float_range, int_range, port, seconds
+from operators.cli.options import float_range, gate_list, int_range, port, seconds
 
 CONTROLLERS = ("eviction", "patches", "allocator", "narrowing", "health")
 DEFAULT_CONTROLLERS = CONTROLLERS  # every controller that exists runs without --controllers
@@ -73,6 +73,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--nomination-timeout", type=seconds, default=300.0, metavar="SECONDS",
                         help="how long a preemption's nomination keeps its devices for the preemptor "
                              "before the victims are chosen again (default 300)")
+    parser.add_argument("--act-beside-gates", type=gate_list, default="", metavar="GATE,...",
+                        help="other controllers' scheduling gates draco may allocate, preempt, place "
+                             "gangs and narrow beside, comma-separated, or * for every gate (default: "
+                             "none; a pod that carries any gate but draco's waits, as kube-scheduler "
+                             "waits, e.g. for Kueue's kueue.x-k8s.io/admission)")
     parser.add_argument("--allocation-timeout", type=seconds, default=10.0, metavar="SECONDS",
                         help="the allocator's time budget for one pod's claims; past it the pod is "
                              "reported as TooComplex and nothing is written (default 10)")

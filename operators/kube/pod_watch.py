@@ -3,9 +3,9 @@ are none of its business.
 
 A cluster's pods mostly use no ResourceClaim. Each pod event is first decoded into a
 probe that reads only the few fields deciding whether draco needs the pod; only a pod
-that uses claims, has an extended-resource claim or carries a scheduling gate is
-decoded whole and given to the tracker. A plain pod costs one probe per event and
-nothing in memory.
+that uses claims, has an extended-resource claim, carries a scheduling gate or belongs
+to a gang (draco's gang label, or upstream's `spec.schedulingGroup`) is decoded whole and
+given to the tracker. A plain pod costs one probe per event and nothing in memory.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from operators.kube import prefetch
 from operators.kube.client import Credentials
 from operators.kube.feed import retry_delay
 from operators.kube.list_watch import Expired, Gate, Kind, ListWatch, Meta
+from operators.model.gangs import GANG_LABEL
 from operators.tracker import Tracker
 
 PODS = prefetch.PATHS["Pod"]
@@ -27,6 +28,11 @@ KIND = "Pod"
 class _Spec(msgspec.Struct):
     resourceClaims: msgspec.Raw = msgspec.Raw()  # noqa: N815 - empty: absent
     schedulingGates: msgspec.Raw = msgspec.Raw()  # noqa: N815
+    schedulingGroup: msgspec.Raw = msgspec.Raw()  # noqa: N815 - upstream's PodGroup (1.36+)
+
+
+class _PodMeta(Meta):
+    labels: dict[str, str] | None = None
 
 
 class _Status(msgspec.Struct):
@@ -36,7 +42,7 @@ class _Status(msgspec.Struct):
 class _Probe(msgspec.Struct):
     """The fields of a Pod that say whether draco needs it, and its identity."""
 
-    metadata: Meta = msgspec.field(default_factory=Meta)
+    metadata: _PodMeta = msgspec.field(default_factory=_PodMeta)
     spec: _Spec = msgspec.field(default_factory=_Spec)
     status: _Status = msgspec.field(default_factory=_Status)
 
@@ -50,10 +56,14 @@ def _present(raw: msgspec.Raw) -> bool:
 
 def needed(probe: _Probe) -> bool:
     """Whether draco keeps this pod: it uses claims (directly or through templates),
-    got an extended-resource claim, or is held by a scheduling gate (draco's gate may
-    be renamed, and a gated pod is short-lived: any gate counts)."""
+    got an extended-resource claim, is held by a scheduling gate (draco's gate may
+    be renamed, and a gated pod is short-lived: any gate counts), or is a gang's member.
+    A member without claims (a launcher) still counts towards its gang's minCount, so
+    gang placement and preemption must see it running."""
     return (_present(probe.spec.resourceClaims) or _present(probe.spec.schedulingGates)
-            or _present(probe.status.extendedResourceClaimStatus))
+            or _present(probe.status.extendedResourceClaimStatus)
+            or _present(probe.spec.schedulingGroup)
+            or GANG_LABEL in (probe.metadata.labels or {}))
 
 
 POD_KIND = Kind(KIND, PODS, held=lambda t: t.pods(), holds=lambda t, k: t.pod(k) is not None,

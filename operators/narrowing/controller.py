@@ -18,6 +18,15 @@ Binding conditions (KEP-5007): a pod whose devices wait for them stays gated (a
 `BindingConditionsPending` Event says which device and condition, once); a failed
 binding is the allocator's to release.
 
+Nodes another controller chose: when the allocations pin one node and its labels are
+known (the watch-fed node cache), that node vouches for the narrowing (`_decide`): a
+pod whose own nodeSelector or required node affinity excludes it gets
+`PodRejectsChosenNode` (naming that choice) instead of an affinity no node satisfies.
+
+Gate etiquette: a pod that still carries another controller's gate (Kueue's, any not
+named in `act_beside`) is not narrowed (`readiness`), and its `timeout` counts from when
+draco saw those gates gone, not from its creation.
+
 When the pod cannot be narrowed (`CannotNarrow`), or its claims are not ready
 `timeout` seconds after the pod was created, a Warning Event and the pod condition
 `DracoNarrowing` (False, reason = why) say so, once per reason, and the gate stays.
@@ -56,7 +65,14 @@ from operators.kube.supervision import guarded
 from operators.model import NamespacedName, Pod
 from operators.model.fields import thaw
 from operators.model.nodes import NodeInfo, parse_node
-from operators.narrowing.narrow import DRACO_GATE, CannotNarrow, Narrowed, NarrowingResult, narrow
+from operators.narrowing.narrow import (
+    DRACO_GATE,
+    CannotNarrow,
+    Narrowed,
+    NarrowingResult,
+    narrow,
+    pod_rejects,
+)
 from operators.narrowing.nodes import refusal
 from operators.narrowing.readiness import NotOurs, Ready, Waiting, readiness
 from operators.tracker import Change, Tracker
@@ -85,6 +101,7 @@ class NarrowingSettings:
     timeout: float = 300.0  # seconds after pod creation before unready claims are reported
     retry_after: float = 5.0
     gate: str = DRACO_GATE
+    act_beside: frozenset[str] = frozenset()  # other gates draco may act beside ("*": all)
 
 
 class NarrowingController(KeyedPassLoop):
@@ -108,6 +125,10 @@ class NarrowingController(KeyedPassLoop):
         self._due_at: datetime | None = None
         self.reported: dict[NamespacedName, Reported] = {}
         self.binding_told: dict[NamespacedName, str] = {}  # pod UID told it waits for binding
+        # pods seen behind another controller's gate, and when those gates left: the
+        # timeout counts from then, not from the pod's creation (Kueue may queue for hours)
+        self.behind_gates: set[NamespacedName] = set()
+        self.free_since: dict[NamespacedName, datetime] = {}
         self.node_labels: dict[str, Mapping[str, str] | None] = {}
         self.nodes: dict[str, NodeInfo] = {}
         self._nodes_deleted: set[str] = set()  # while the first listing is under way
@@ -208,10 +229,15 @@ class NarrowingController(KeyedPassLoop):
     def _consider(self, key: NamespacedName, now: datetime) -> None:
         self.considered += 1
         with guarded(self.name, "decide", kind="Pod", namespace=key.namespace, name=key.name):
-            state = readiness(self.tracker, key, self.settings.gate)
+            state = readiness(self.tracker, key, self.settings.gate, self.settings.act_beside)
             if isinstance(state, NotOurs):
                 self._forget(key)
+                if state.why.startswith("waiting for gate"):
+                    self.behind_gates.add(key)  # another controller's gate: not ours yet
                 return
+            if key in self.behind_gates:  # the other gates just left: the timeout starts now
+                self.behind_gates.discard(key)
+                self.free_since[key] = now
             if self._deferred(key, now):
                 return
             if isinstance(state, Waiting):
@@ -251,6 +277,8 @@ class NarrowingController(KeyedPassLoop):
                 "devices; members are ungated together")
 
     def _forget(self, key: NamespacedName) -> None:
+        self.behind_gates.discard(key)
+        self.free_since.pop(key, None)
         self.deadlines.pop(key, None)
         self.retry_at.pop(key, None)
         self.reported.pop(key, None)
@@ -262,13 +290,16 @@ class NarrowingController(KeyedPassLoop):
         if known is None or known[0] != state.uid:
             pod = self.tracker.pod(key)
             created = pod.meta.creation_timestamp if pod is not None else None
-            known = (state.uid, (created or now) + timedelta(seconds=self.settings.timeout))
+            start = self.free_since.get(key) or created or now
+            known = (state.uid, start + timedelta(seconds=self.settings.timeout))
             self.deadlines[key] = known
             self._due(known[1])
         if known[1] > now:
             return
         del self.deadlines[key]  # reported once; a later change of the pod or claims re-arms it
-        message = (f"claims not ready {self.settings.timeout:g}s after the pod was created: "
+        after = "its other scheduling gates were removed" if key in self.free_since else \
+            "the pod was created"
+        message = (f"claims not ready {self.settings.timeout:g}s after {after}: "
                    f"{state.message}; the scheduling gate {self.settings.gate} stays until they "
                    "are allocated and reserved for the pod")
         self._spawn(key, self._report(key, state.uid, NOT_ALLOCATED, message))
@@ -279,11 +310,17 @@ class NarrowingController(KeyedPassLoop):
         ns, name = key.namespace, key.name
         with guarded(self.name, "narrow", kind="Pod", namespace=ns, name=name) as g:
             async with self.sem:
-                fast = await self._patch_from_cache(key, ready)
+                # The node the devices pin, when its labels are known, vouches for the
+                # narrowing: a pod whose own nodeSelector or affinity (another controller's
+                # choice: Kueue's topology ungater, a user) excludes that node is refused
+                # rather than narrowed into an affinity no node satisfies.
+                # (from the watch-fed node cache only: the fast path stays one request)
+                pinned = self.node_labels.get(ready.pinned_node) if ready.pinned_node is not None else None
+                fast = await self._patch_from_cache(key, ready, pinned)
                 if fast is not None:
                     result, resp, previous = fast
                 else:
-                    result, resp, previous = await self._update(key, ready, labels=None)
+                    result, resp, previous = await self._update(key, ready, labels=pinned)
                     if (isinstance(result, CannotNarrow) and result.reason == "ChosenNodeRequired"
                             and ready.pinned_node is not None):
                         labels = await self._labels(ready.pinned_node)
@@ -294,13 +331,15 @@ class NarrowingController(KeyedPassLoop):
             self._retry(key)
 
     async def _patch_from_cache(self, key: NamespacedName, ready: Ready,
+                                labels: Mapping[str, str] | None = None,
                                 ) -> tuple[NarrowingResult | None, Response, Mapping[str, Any] | None] | None:
-        """The one-request path; None sends the caller to the read-modify-write."""
+        """The one-request path; None sends the caller to the read-modify-write. LABELS:
+        those of the node the allocations pin, when known."""
         pod = self.tracker.pod(key)
         if pod is None or pod.meta.uid != ready.uid or not pod.meta.resource_version:
             return None
         cached = _cached_pod(pod)
-        result = narrow(cached, ready.selectors, None, None, gate=self.settings.gate)
+        result = self._decide(cached, ready, labels)
         if not isinstance(result, Narrowed):
             return None
         # Without tolerations a pod is refused by at least as many nodes as with them: when
@@ -320,18 +359,31 @@ class NarrowingController(KeyedPassLoop):
                          if isinstance(c, Mapping) and c.get("type") == CONDITION), None)
         return result, resp, previous
 
+    def _decide(self, pod: Mapping[str, Any], ready: Ready,
+                labels: Mapping[str, str] | None) -> NarrowingResult:
+        """`narrow`, vouched for by the node the allocations pin when its LABELS are known:
+        that node decides what the exact rules cannot (ChosenNodeRequired), and a pod
+        whose own node choice excludes it is refused (`pod_rejects`)."""
+        result = narrow(pod, ready.selectors, None, None, gate=self.settings.gate)
+        if labels is None or ready.pinned_node is None:
+            return result
+        if isinstance(result, CannotNarrow) and result.reason == "ChosenNodeRequired":
+            return narrow(pod, ready.selectors, ready.pinned_node, labels, gate=self.settings.gate)
+        if isinstance(result, Narrowed):
+            return pod_rejects(pod, ready.pinned_node, labels) or result
+        return result
+
     async def _update(self, key: NamespacedName, ready: Ready, labels: Mapping[str, str] | None,
                       ) -> tuple[NarrowingResult | None, Response, Mapping[str, Any] | None]:
         """One read-modify-write; returns the last decision, the answer and our old condition."""
         seen: dict[str, Any] = {"result": None, "condition": None}
-        chosen = ready.pinned_node if labels is not None else None
 
         def mutate(pod: dict[str, Any]) -> Mapping[str, Any] | None:
             meta = pod.get("metadata") or {}
             seen["result"] = None
             if meta.get("uid") != ready.uid or meta.get("deletionTimestamp"):
                 return None  # replaced under the same name, or going away
-            result: NarrowingResult = narrow(pod, ready.selectors, chosen, labels, gate=self.settings.gate)
+            result: NarrowingResult = self._decide(pod, ready, labels)
             seen["condition"] = next((c for c in (pod.get("status") or {}).get("conditions") or []
                                       if c.get("type") == CONDITION), None)
             if not isinstance(result, Narrowed):

@@ -106,23 +106,32 @@ def wants_gate(pod: Mapping[str, Any], namespace_labels: Mapping[str, str] | Non
 
 
 def gate_ops(pod: Mapping[str, Any], gate: str = DRACO_GATE) -> list[dict[str, Any]]:
-    """JSON patch (RFC 6902) ops adding `gate` after the pod's other gates; none when present."""
+    """JSON patch (RFC 6902) ops that leave `gate` last among the pod's gates: appended when
+    absent, moved to the end when another webhook appended its own gate after draco's ran
+    (the chart re-invokes this webhook then); none when it is last already."""
     gates = (pod.get("spec") or {}).get("schedulingGates")
     if not gates:
         return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": gate}]}]
-    if any(g.get("name") == gate for g in gates):
+    where = [i for i, g in enumerate(gates) if g.get("name") == gate]
+    if where == [len(gates) - 1]:
         return []
+    if where:
+        return [{"op": "remove", "path": f"/spec/schedulingGates/{where[0]}"},
+                {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": gate}}]
     return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": gate}}]
 
 
 def apply_ops(pod: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    """Apply the ops `gate_ops` returns (only its two shapes) to `pod` in place."""
+    """Apply the ops `gate_ops` returns (only its shapes) to `pod` in place."""
     spec = pod.setdefault("spec", {})
     for op in ops:
-        if op["path"] == "/spec/schedulingGates":
+        path = op["path"]
+        if path == "/spec/schedulingGates":
             spec["schedulingGates"] = list(op["value"])
-        elif op["path"] == "/spec/schedulingGates/-":
+        elif path == "/spec/schedulingGates/-":
             spec.setdefault("schedulingGates", []).append(op["value"])
+        elif op["op"] == "remove" and path.startswith("/spec/schedulingGates/"):
+            del spec["schedulingGates"][int(path.rsplit("/", 1)[1])]
         else:
             raise ValueError(f"unexpected patch op {op!r}")
     return pod

@@ -20,6 +20,7 @@ from operators.kube.client import KubeClient
 from operators.kube.shared import shared_client
 from operators.kube.shell import register_loop
 from operators.kube.supervision import Supervisor, guarded
+from operators.model.gates import gate_setting
 from operators.narrowing.controller import NarrowingController, NarrowingSettings
 from operators.tracker import Tracker
 
@@ -31,6 +32,7 @@ def settings_from(settings: Any) -> NarrowingSettings:
         workers=max(int(getattr(settings, "narrowing_workers", 16)), 1),
         timeout=float(getattr(settings, "narrowing_timeout", 300.0)),
         retry_after=float(getattr(settings, "narrowing_retry_after", 5.0)),
+        act_beside=gate_setting(getattr(settings, "act_beside_gates", None)),
     )
 
 

@@ -160,7 +160,8 @@ def narrow(
         if not _pod_accepts(node_selector, old_terms, chosen_node, labels):
             return CannotNarrow(
                 "PodRejectsChosenNode",
-                f"the pod's nodeSelector or required node affinity excludes node {chosen_node}",
+                f"the pod's {_choice_text(node_selector, old_terms)} excludes node {chosen_node}, "
+                "where its devices are; narrowing there would leave the pod no node",
             )
         for i, sel in allocations:
             if not sel.matches(chosen_node, labels):
@@ -224,6 +225,41 @@ def narrow(
     node_affinity[REQUIRED] = {"nodeSelectorTerms": terms}
     new_affinity["nodeAffinity"] = node_affinity
     return Narrowed(node_sel, new_affinity, kept_gates, exact, True)
+
+
+def pod_rejects(pod: Mapping[str, Any], node: str, labels: Mapping[str, str]) -> CannotNarrow | None:
+    """`PodRejectsChosenNode` when the pod's own nodeSelector or required node affinity
+    (someone else's node choice) excludes NODE, the node its devices pin; None when it
+    accepts it or cannot be read (narrow says so). A narrowing proven possible without the
+    node could still pin the pod to a node that choice excludes: label selectors cannot be
+    proven to exclude a node name without the node's labels."""
+    try:
+        node_selector, _, terms = _pod_placement(pod.get("spec") or {})
+    except FieldError:
+        return None
+    if _pod_accepts(node_selector, terms, node, labels):
+        return None
+    return CannotNarrow(
+        "PodRejectsChosenNode",
+        f"the pod's {_choice_text(node_selector, terms)} excludes node {node}, where its devices "
+        "are; narrowing there would leave the pod no node")
+
+
+def _choice_text(node_selector: Mapping[str, str],
+                 terms: Sequence[tuple[Mapping[str, Any], NodeSelectorTerm]]) -> str:
+    """The node choice someone else wrote on the pod, in words (for the refusal)."""
+    parts = []
+    if node_selector:
+        parts.append("nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(node_selector.items())))
+    if terms:
+        words = []
+        for _, t in terms:
+            reqs = [f"{r.key} {r.operator}" + (f" ({','.join(r.values)})" if r.values else "")
+                    for r in (*t.match_expressions, *t.match_fields)]
+            words.append(" and ".join(reqs) or "(empty term)")
+        parts.append("required node affinity " + " or ".join(words))
+    text = " and ".join(parts) or "nodeSelector or required node affinity"
+    return text if len(text) <= 240 else text[:237] + "..."
 
 
 def _pod_placement(

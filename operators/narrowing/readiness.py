@@ -1,7 +1,10 @@
 """Is a gated pod ready to be narrowed? Read from the tracker alone, no I/O.
 
 A pod is draco's to narrow while it carries draco's gate, is not bound and not being
-deleted. It is ready once every claim it uses (named in `spec.resourceClaims`, generated
+deleted, and no other controller's gate is on it (`model.gates`: every gate but draco's
+and those draco may act beside): narrowing while, say, Kueue's topology gate is still on
+could pin the pod to a node Kueue's ungater then contradicts with its nodeSelector. Such
+a pod is left alone (`NotOurs`); the allocator tells it what it waits for. It is ready once every claim it uses (named in `spec.resourceClaims`, generated
 from a template and named in `status.resourceClaimStatuses`, or its extended-resource
 claim) exists, is allocated and lists the pod's UID in `status.reservedFor` — whoever
 allocated and reserved it (draco's allocator or any other) — and, for devices allocated
@@ -18,12 +21,13 @@ writes for node-local devices), used only when the exact narrowing needs a chose
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from operators.model import NamespacedName, Pod
 from operators.model.binding import binding
+from operators.model.gates import other_gates, waiting_for
 from operators.narrowing.narrow import DRACO_GATE
 from operators.tracker import Tracker
 
@@ -57,13 +61,18 @@ class NotOurs:
 Readiness = Ready | Waiting | NotOurs
 
 
-def readiness(tracker: Tracker, key: NamespacedName, gate: str = DRACO_GATE) -> Readiness:
+def readiness(tracker: Tracker, key: NamespacedName, gate: str = DRACO_GATE,
+              beside: Collection[str] = ()) -> Readiness:
+    """BESIDE names the other gates draco may act beside."""
     pod = tracker.pod(key)
     if pod is None:
         return NotOurs("gone")
     why = pod.not_held(gate)  # a finished pod still counts here, unlike in the allocator
     if why is not None:
         return NotOurs(why)
+    others = other_gates(pod.scheduling_gates, gate, beside)
+    if others:
+        return NotOurs(waiting_for(others))
     missing: list[str] = []
     names: list[str] = []
     for pc in pod.resource_claims:

@@ -96,7 +96,8 @@ def test_a_gated_pod_is_narrowed_ungated_and_bound_to_the_allocated_node(backend
 
 
 def test_another_controllers_gate_stays(backend: Backend, operator: Any) -> None:
-    operator(("narrowing",), SETTINGS)
+    """With draco allowed beside the other gate (`--act-beside-gates`), only draco's goes."""
+    operator(("narrowing",), SimpleNamespace(**{**vars(SETTINGS), "act_beside_gates": "example.com/quota"}))
     pod = make_gated_pod(backend, "b", gates=("example.com/quota", DRACO_GATE))
     allocate(backend, pod)
     narrowed = wait_for(lambda: without_draco_gate(backend, "b"), 30, what="draco's gate to be removed")

@@ -276,3 +276,21 @@ def test_competing_gangs_are_served_by_priority_then_age(older: str, priority: i
     loser = "second" if winner == "first" else "first"
     assert c.allocated(f"{winner}-0-claim", f"{winner}-1-claim") == [True, True]
     assert c.allocated(f"{loser}-0-claim", f"{loser}-1-claim") == [False, False]
+
+
+def test_members_sharing_a_nic_claim_get_it_once_and_both_are_reserved() -> None:
+    """Issue 48: one NIC claim named by both members is written once (allocation by the
+    first member) and lists both pods in reservedFor; the gang then starts whole."""
+    from tests.gangs.test_gang_shared_claims import NIC, fabric
+    from tests.gangs.world import shared_claim
+    objs = [*classes(), node("n-0"), *node_slice("n-0", gpus(1)), node("n-1"),
+            *node_slice("n-1", gpus(1)), fabric(1), shared_claim("nic", NIC), gang("g", 2)]
+    objs += member("p-0", "g", [{"name": "gpu", "class": "class-a"}], shared=["nic"])
+    objs += member("p-1", "g", [{"name": "gpu", "class": "class-a"}], shared=["nic"])
+    c = Cluster(objs)
+    run(c.settle(6))
+    nic = c.claim("nic")["status"]
+    assert [r["device"] for r in nic["allocation"]["devices"]["results"]] == ["nic-0"]
+    assert sorted(r["name"] for r in nic["reservedFor"]) == ["p-0", "p-1"]
+    assert c.allocated("p-0-claim", "p-1-claim") == [True, True]
+    assert not c.gated("p-0") and not c.gated("p-1")

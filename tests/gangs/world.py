@@ -66,11 +66,19 @@ def allocated_on(node_name: str, *devices: str, request: str = "gpu") -> dict[st
                 {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}
 
 
+def shared_claim(name: str, requests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A claim several members name (`member(..., shared=[NAME])`): one NIC for all."""
+    c = claim_api({"name": name, "requests": list(requests)})
+    c["metadata"]["uid"] = f"uid-{name}"
+    return c
+
+
 def member(pod: str, gang_name: str, requests: Sequence[Mapping[str, Any]], *,
            constraints: Sequence[Mapping[str, Any]] = (), allocation: Mapping[str, Any] | None = None,
-           node_name: str = "") -> list[dict[str, Any]]:
-    """A gated pod of the gang with one claim `<pod>-claim` of REQUESTS; with ALLOCATION
-    (see `allocated_on`), its claim is allocated and reserved and the pod ungated."""
+           node_name: str = "", shared: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """A gated pod of the gang with one claim `<pod>-claim` of REQUESTS (none when
+    REQUESTS is empty: a launcher) and the SHARED claims by name; with ALLOCATION (see
+    `allocated_on`), its claim is allocated and reserved and the pod ungated."""
     c = claim_api({"name": f"{pod}-claim", "requests": list(requests),
                    **({"constraints": list(constraints)} if constraints else {})})
     c["metadata"]["uid"] = f"uid-{pod}-claim"
@@ -79,7 +87,8 @@ def member(pod: str, gang_name: str, requests: Sequence[Mapping[str, Any]], *,
             {"resource": "pods", "name": pod, "uid": f"uid-{pod}"}]}
     spec: dict[str, Any] = {
         "schedulingGates": [] if allocation else [{"name": "resource.draco.dev/allocation"}],
-        "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{pod}-claim"}],
+        "resourceClaims": ([{"name": "gpu", "resourceClaimName": f"{pod}-claim"}] if requests else [])
+        + [{"name": f"shared-{n}", "resourceClaimName": n} for n in shared],
         "containers": [{"name": "c", "image": "busybox"}]}
     if node_name:
         spec["nodeName"] = node_name
@@ -87,7 +96,7 @@ def member(pod: str, gang_name: str, requests: Sequence[Mapping[str, Any]], *,
          "metadata": {"name": pod, "namespace": NS, "uid": f"uid-{pod}",
                       "labels": {"resource.draco.dev/gang": gang_name}},
          "spec": spec, "status": {"phase": "Pending"}}
-    return [c, p]
+    return [c, p] if requests else [p]
 
 
 def place(objects: Iterable[dict[str, Any]], name: str = "g", budget_s: float = 10.0) -> dict[str, Any]:

@@ -48,6 +48,12 @@ GATED = {"schedulingGates": [{"name": "resource.draco.dev/allocation"}]}
     ({**pod("extended"), "status": {"extendedResourceClaimStatus": {
         "resourceClaimName": "x", "requestMappings": []}}}, True),
     ({"metadata": {"name": "bare"}}, False),
+    # a gang's launcher holds no claim and no gate, and still counts towards minCount
+    ({**pod("launcher"), "metadata": {"name": "launcher", "namespace": NS,
+                                      "labels": {"resource.draco.dev/gang": "team"}}}, True),
+    ({**pod("labelled"), "metadata": {"name": "labelled", "namespace": NS,
+                                      "labels": {"app": "web"}}}, False),
+    (pod("pod-group", schedulingGroup={"podGroupName": "team"}), True),
 ])
 def test_which_pods_draco_keeps(body: dict[str, Any], wanted: bool) -> None:
     assert needed(POD_KIND.probes.decode(json.dumps(body).encode())) is wanted

@@ -64,6 +64,11 @@ PATCHES = [
      [OTHER, {"name": DRACO_GATE}]),
     ("already gated by draco: no op", [OTHER, {"name": DRACO_GATE}], [],
      [OTHER, {"name": DRACO_GATE}]),
+    ("another webhook appended its gate after draco's: draco's moves last",
+     [{"name": DRACO_GATE}, OTHER],
+     [{"op": "remove", "path": "/spec/schedulingGates/0"},
+      {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": DRACO_GATE}}],
+     [OTHER, {"name": DRACO_GATE}]),
 ]
 
 

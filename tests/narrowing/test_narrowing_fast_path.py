@@ -29,7 +29,8 @@ def pod_calls(s: Scenario, name: str) -> list[str]:
 
 def test_a_current_copy_narrows_and_ungates_in_one_patch() -> None:
     s = synced(Scenario([pod("a", gates=("example.com/quota", DRACO_GATE)),
-                         claim("c", node_selector=PIN_0, reserved_for="u-a")]))
+                         claim("c", node_selector=PIN_0, reserved_for="u-a")],
+                        act_beside=frozenset({"example.com/quota"})))
     run(s.step())
     assert pod_calls(s, "a") == ["PATCH"]
     patch = next(b for m, p, b in s.api.calls if m == "PATCH")

@@ -63,7 +63,8 @@ def claim(name: str, *, node_selector: dict[str, Any] | None = None, allocated: 
 
 
 class Scenario(ControllerScenario):
-    def __init__(self, objects: list[dict[str, Any]], *, timeout: float = 300.0) -> None:
+    def __init__(self, objects: list[dict[str, Any]], *, timeout: float = 300.0,
+                 act_beside: frozenset[str] = frozenset()) -> None:
         self.now = T0 + timedelta(seconds=10)
         self.tracker: Tracker = build_tracker(objects)
         self.api = FakeAPI()
@@ -71,7 +72,7 @@ class Scenario(ControllerScenario):
             if obj["kind"] == "Pod":
                 self.api.add(obj)
         self.controller = NarrowingController(
-            self.tracker, self.api, NarrowingSettings(timeout=timeout),  # type: ignore[arg-type]
+            self.tracker, self.api, NarrowingSettings(timeout=timeout, act_beside=act_beside),  # type: ignore[arg-type]
             clock=lambda: self.now)
 
     def stored(self, name: str) -> dict[str, Any]:
@@ -102,9 +103,10 @@ def test_a_ready_pod_is_narrowed_and_ungated_in_one_put() -> None:
     assert s.controller.narrowed_total == 1
 
 
-def test_other_gates_stay() -> None:
+def test_other_gates_stay_when_draco_may_act_beside_them() -> None:
     s = Scenario([pod("a", gates=("example.com/quota", DRACO_GATE)),
-                  claim("c", node_selector=ZONE_A, reserved_for="u-a")])
+                  claim("c", node_selector=ZONE_A, reserved_for="u-a")],
+                 act_beside=frozenset({"example.com/quota"}))
     run(s.step())
     (_, body), = s.api.puts()
     assert body["spec"]["schedulingGates"] == [{"name": "example.com/quota"}]
@@ -318,3 +320,26 @@ def test_a_gated_pod_without_claims_or_with_unrestricted_allocations_is_just_ung
     assert sorted(bodies) == ["a", "b"]
     for body in bodies.values():
         assert "schedulingGates" not in body["spec"] and "affinity" not in body["spec"]
+
+
+def test_a_pod_behind_another_gate_is_left_alone_and_its_timeout_starts_when_the_gate_goes() -> None:
+    """Kueue may keep a workload queued for hours: no ClaimsNotAllocated report for that
+    time, and none the moment it is admitted; the timeout counts from the gate's removal."""
+    s = Scenario([pod("a", gates=("kueue.x-k8s.io/admission", DRACO_GATE)),
+                  claim("c", node_selector=PIN_0, reserved_for="u-a")], timeout=60)
+
+    async def go() -> None:
+        s.now = T0 + timedelta(hours=5)
+        await s.step()  # ready claims, but another gate: nothing written
+        assert s.api.puts() == [] and s.api.events == []
+        s.feed(pod("a"))  # admitted: only draco's gate left
+        s.feed(claim("c", allocated=False))  # ... and, say, its claim released meanwhile
+        await s.step()
+        assert s.api.events == [], "the timeout starts now, not at the pod's creation"
+        s.now = T0 + timedelta(hours=5, seconds=61)
+        await s.step()
+
+    run(go())
+    (event,) = s.api.events
+    assert event["reason"] == "ClaimsNotAllocated"
+    assert "60s after its other scheduling gates were removed" in event["message"]

@@ -50,7 +50,7 @@ groups:
       description: {{ printf "DeviceTaintRule {{ $labels.rule }} has been EvictionInProgress=True for more than %s: pods on its devices are still running." $v.evictionStuck.for | quote }}
       runbook_url: {{ printf "%s#dracoevictionstuck" $runbook | quote }}
   - alert: DracoGatedPodsWaiting
-    expr: max by (namespace, reason) (draco_gated_pods_oldest_wait_seconds) > {{ $v.gatedPodsWaiting.seconds }}
+    expr: max by (namespace, reason) (draco_gated_pods_oldest_wait_seconds{reason!="WaitingForGate"}) > {{ $v.gatedPodsWaiting.seconds }}
     for: {{ $v.gatedPodsWaiting.for }}
     labels:
       severity: warning

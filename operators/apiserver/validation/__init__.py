@@ -79,4 +79,6 @@ def validate_status_update(resource_name: str, api_group: str, old: dict[str, An
     """Checks for writes to the status subresource (`new` is old with the new status)."""
     if (api_group, resource_name) == ("resource.k8s.io", "resourceclaims"):
         return claim_status.resource_claim_status(old, new)
+    if (api_group, resource_name) == ("", "pods"):
+        return pods.validate_pod_status(old, new)
     return []

@@ -128,7 +128,21 @@ def validate_spec(spec: dict[str, Any]) -> list[Cause]:
 
 
 def validate_pod_create(pod: dict[str, Any]) -> list[Cause]:
-    return validate_spec(pod.get("spec") or {})
+    spec = pod.get("spec") or {}
+    out = validate_spec(spec)
+    if spec.get("nodeName") and spec.get("schedulingGates"):
+        # a gated pod has not been scheduled: no node may be named until every gate is gone
+        out.append(forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"))
+    return out
+
+
+def validate_pod_status(old: dict[str, Any], new: dict[str, Any]) -> list[Cause]:
+    """pods/status writes: a changed, non-empty `status.nominatedNodeName` must be a node
+    name (what kube-scheduler and draco's preemption write there)."""
+    nominated = (new.get("status") or {}).get("nominatedNodeName")
+    if nominated and nominated != (old.get("status") or {}).get("nominatedNodeName"):
+        return names.dns_subdomain(nominated, "status.nominatedNodeName")
+    return []
 
 
 def _terms(aff: Any) -> list[Any] | None:

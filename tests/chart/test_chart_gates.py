@@ -1,0 +1,37 @@
+"""The chart's `controllers.allocator.actBesideGates`: the gates draco may act beside reach
+`draco run` as DRACO_ACT_BESIDE_GATES, read back as the same gates; bad names are refused
+by the schema before anything is installed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from operators.cli.main import build_parser
+from operators.model.gates import parse_gate_list
+from tests.chart.helm import CHART, find, objects, run_helm, template
+from tests.chart.test_chart_render import env_of
+
+GATES = ["kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology"]
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ((), frozenset()),
+    (("--set-json", f"controllers.allocator.actBesideGates={json.dumps(GATES)}"), frozenset(GATES)),
+    (("--set-json", 'controllers.allocator.actBesideGates=["*"]'), frozenset({"*"})),
+])
+def test_the_gates_reach_draco_run(values: tuple[str, ...], expected: frozenset[str]) -> None:
+    deployment = find(objects(template(*values)), "Deployment", "draco")
+    text = env_of(deployment)["DRACO_ACT_BESIDE_GATES"]
+    assert parse_gate_list(text) == expected
+    args = build_parser().parse_args(["run", "--act-beside-gates", text])
+    assert parse_gate_list(args.act_beside_gates) == expected
+
+
+@pytest.mark.parametrize("bad", ['["not a gate"]', '"kueue.x-k8s.io/admission"', '["a", "a"]'])
+def test_the_schema_refuses_what_is_no_gate_list(bad: str) -> None:
+    proc = run_helm("template", "draco", str(CHART), "--set-json",
+                    f"controllers.allocator.actBesideGates={bad}", check=False)
+    assert proc.returncode != 0
+    assert "actBesideGates" in proc.stderr
