@@ -38,17 +38,32 @@ over the table's node labels, which `labelled` puts on the real nodes).
 
 Not expressible upstream, hence not compared: a time budget (draco's own), no node
 (kube-scheduler always allocates for a node) and draco's tolerations annotation.
+
+No verdict rests on elapsed time: kube-scheduler decides each pod once, from what its
+informers hold at that moment, and retries an unschedulable pod only when an event it
+cares about arrives. So before a round's pods exist the test makes sure kube-scheduler
+already holds everything they need: each change of a node (labels, taints, cordons) is
+followed by a probe pod selecting a fresh label of that node, and a round's classes,
+slices and claims (and the slices deleted before it) by a probe pod whose claim needs a
+class, slice and claim created after all of them; each informer delivers its objects
+in order, so once kube-scheduler has bound a probe it has seen everything before it.
+Probes tolerate every taint, request nothing (zero, not unset: kube-scheduler's scores
+count an unset request as 100m CPU and 200 MB), use a device of their own that no case
+can reach, and are deleted before the round's pods exist. A pod's first decision is
+then its verdict: bound, or PodScheduled False; the round ends when every pod has one
+and every claim of a bound pod has shown its allocation in the watch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import re
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,13 +88,15 @@ from tests.allocator.build import (
 from tests.allocator.test_allocation_table import CASES
 from tests.e2e.backends import RealBackend
 
-pytestmark = [pytest.mark.real, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.real, pytest.mark.timeout(600)]  # a hang guard: ~80 s alone, 4+ min on a loaded machine
 
 NODES = {"node-1": "node-1", "node-2": "node-0", "node-a": "node-0", "node-b": "node-1"}
 NODE_CASES: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parents[1] / "allocator" / "node_cases.yaml").read_text())
 RESOURCE = "/apis/resource.k8s.io/v1"
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+SYNC_LABEL = "e2e.draco.dev/sync"  # a fresh value per probe: what kube-scheduler must have seen
+NOTHING = {"cpu": "0", "memory": "0"}  # a probe's requests: it weighs nothing in any score
 DRIVER = re.compile(r"(?<![\w.-])(driver-[a-z])(?![\w-])")
 # Cases the 1.37 API server refuses to store (validation), so upstream cannot run them;
 # the test checks that the refusal still happens.
@@ -237,12 +254,96 @@ def pod(t: Translated) -> dict[str, Any]:
                      "containers": [{"name": "c", "image": "registry.invalid/app"}]}}
 
 
+def probe(name: str, node: str, labels: Mapping[str, str] | None = None,
+          claim: str | None = None) -> dict[str, Any]:
+    """A pod that only kube-scheduler's view decides: pinned to NODE (and LABELS), every
+    taint and the cordon tolerated, nothing requested, and CLAIM if given."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node, **(labels or {})},
+                     "tolerations": [{"operator": "Exists"}],
+                     "terminationGracePeriodSeconds": 0,
+                     **({"resourceClaims": [{"name": "sync", "resourceClaimName": claim}]} if claim else {}),
+                     "containers": [{"name": "c", "image": "registry.invalid/app",
+                                     "resources": {"requests": NOTHING}}]}}
+
+
+def bound(backend: RealBackend, probes: list[dict[str, Any]]) -> None:
+    """Create the probes, wait until kube-scheduler bound every one, delete them."""
+    pods_path = f"/api/v1/namespaces/{backend.ns}/pods"
+    names = [p["metadata"]["name"] for p in probes]
+    for p in probes:
+        backend.create(pods_path, p)
+
+    def node_of(name: str) -> str | None:
+        return ((backend.get(f"{pods_path}/{name}") or {}).get("spec") or {}).get("nodeName")
+
+    try:
+        for name in names:
+            wait_for(functools.partial(node_of, name), 60, what=f"kube-scheduler to bind the probe {name}")
+    finally:
+        for name in names:
+            code, body = backend.request("DELETE", f"{pods_path}/{name}?gracePeriodSeconds=0")
+            assert code in (200, 404), body
+
+
+def scheduler_sees_nodes(backend: RealBackend, nodes: Iterable[str]) -> None:
+    """kube-scheduler holds NODES as they are now: a fresh label on each, then a probe
+    per node selecting it; its Node informer delivers updates in order, so binding the
+    probe means every earlier update of the node (taints, cordon, labels) arrived too."""
+    token = uuid.uuid4().hex[:10]
+    nodes = sorted(set(nodes))
+    for node in nodes:
+        backend.merge_patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": {SYNC_LABEL: token}}})
+    bound(backend, [probe(f"sync-{token}-{node}", node, {SYNC_LABEL: token}) for node in nodes])
+
+
+def scheduler_sees_objects(backend: RealBackend, name: str, node: str) -> None:
+    """kube-scheduler holds every class, slice and claim created (or deleted) so far: a
+    class, a slice on NODE and a claim of the probe's own, made after all of them, and a
+    probe using the claim; the probe binds only once kube-scheduler's informers for the
+    three kinds delivered those, and each delivers in order. The probe's device is its
+    own driver's (no case's class selects it) on a node no case with a class without
+    selectors runs on; all of it is deleted again (nothing the cases see depends on
+    when kube-scheduler notices that)."""
+    driver = f"{name}.sync.example.com"
+    klass = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}}
+    sl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+          "spec": {"driver": driver, "nodeName": node,
+                   "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                   "devices": [{"name": "sync"}]}}
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+             "spec": {"devices": {"requests": [{"name": "sync", "exactly": {"deviceClassName": name}}]}}}
+    made = [(f"{RESOURCE}/deviceclasses", klass), (f"{RESOURCE}/resourceslices", sl),
+            (f"{RESOURCE}/namespaces/{backend.ns}/resourceclaims", claim)]
+    for path, obj in made:
+        backend.create(path, obj)
+    try:
+        bound(backend, [probe(name, node, claim=name)])
+    finally:
+        for path, _ in reversed(made):
+            code, body = backend.request("DELETE", f"{path}/{name}")
+            assert code in (200, 202, 404), body
+
+
+def probe_node(cases: list[Translated]) -> str:
+    """Where a round's probe device goes: a node that no case whose class has no
+    selectors (which would see the device) runs on."""
+    return "node-1" if any(unscoped(t.case) and t.node == "node-0" for t in cases) else "node-0"
+
+
 def decided(p: dict[str, Any]) -> str | None:
-    """What one state of the pod says: "scheduled", "unschedulable" or None (not yet)."""
+    """What one state of the pod says: "scheduled", "unschedulable" or None (not yet).
+    PodScheduled False is a verdict when filtering gave it (reason Unschedulable, or a
+    SchedulerError of a filter plugin, such as the allocator's error for an `All`
+    request over an incomplete pool): that answer only changes with the objects, which
+    kube-scheduler already held. A SchedulerError of reserving or binding (a conflict
+    writing the claim, say) is not: kube-scheduler retries the pod after a backoff."""
     if p["spec"].get("nodeName"):
         return "scheduled"
     for c in (p.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and (
+                c.get("reason") == "Unschedulable" or "filter plugin" in c.get("message", "").lower()):
             return "unschedulable"
     return None
 
@@ -275,7 +376,9 @@ class Answers:
 
 
 def run_round(backend: RealBackend, cases: list[Translated]) -> Answers:
-    """Create the cases' objects, then their pods; wait until kube-scheduler decided all."""
+    """Create the cases' objects, make sure kube-scheduler holds them, then create their
+    pods; wait until kube-scheduler decided every pod and every bound pod's claims
+    showed their allocation."""
     pods_path = f"/api/v1/namespaces/{backend.ns}/pods"
     claims_path = f"{RESOURCE}/namespaces/{backend.ns}/resourceclaims"
     answers = Answers()
@@ -283,29 +386,32 @@ def run_round(backend: RealBackend, cases: list[Translated]) -> Answers:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda t: create_case(backend, t), cases))
         live = [t for t in cases if t.refused is None]
+        scheduler_sees_objects(backend, f"sync-{cases[0].prefix}", probe_node(cases))
         with ThreadPoolExecutor(8) as pool:
             created = list(pool.map(lambda t: backend.create(pods_path, pod(t)), live))
         for t, body in zip(live, created, strict=True):
             t.created.append(body)  # draco reads the pod's tolerations from its input
         names = {t.pod_name for t in live}
+        claims_of = {t.pod_name: t.claim_names for t in live}
         deadline = time.monotonic() + 60
         ready: set[str] = set()
-        while time.monotonic() < deadline and not names <= answers.verdicts.keys():
-            time.sleep(0.1)
+        while True:
             answers.verdicts = verdicts(list(pod_events), names)
-            report_ready(backend, list(claim_events), ready)
-        # A pod tried before the scheduler's informers saw all its objects may be retried
-        # and scheduled a moment later: a binding anywhere in the stream wins.
-        time.sleep(1.0)
-        answers.verdicts = verdicts(list(pod_events), names)
-        for event in list(claim_events):
-            c = event["object"]
-            allocation = (c.get("status") or {}).get("allocation")
-            if allocation is not None:
-                answers.allocations.setdefault(c["metadata"]["name"], allocation)
-    missing = sorted(names - answers.verdicts.keys())
-    assert not missing, f"kube-scheduler did not decide {missing} in 60 s"
-    return answers
+            events = list(claim_events)
+            for event in events:
+                c = event["object"]
+                allocation = (c.get("status") or {}).get("allocation")
+                if allocation is not None:
+                    answers.allocations.setdefault(c["metadata"]["name"], allocation)
+            report_ready(backend, events, ready)
+            waiting = sorted(names - answers.verdicts.keys()) + sorted(
+                claim for name, (verdict, _) in answers.verdicts.items() if verdict == "scheduled"
+                for claim in claims_of[name] if claim not in answers.allocations)
+            if not waiting:
+                return answers
+            assert time.monotonic() < deadline, \
+                f"kube-scheduler did not decide (pods) or allocate (claims) {waiting} in 60 s"
+            time.sleep(0.1)
 
 
 def report_ready(backend: RealBackend, events: list[dict[str, Any]], done: set[str]) -> None:
@@ -420,7 +526,8 @@ def compare(backend: RealBackend, t: Translated, answers: Answers, draco: Draco)
 
 @contextlib.contextmanager
 def labelled(backend: RealBackend, cases: list[Translated]) -> Iterator[None]:
-    """The table's node labels on the cluster's nodes, and admin access in the namespace."""
+    """The table's node labels on the cluster's nodes, and admin access in the namespace,
+    both held by the components that read them before the block runs."""
     labels: dict[str, dict[str, str]] = {}
     for t in cases:
         for node, node_labels in t.labels.items():
@@ -428,31 +535,46 @@ def labelled(backend: RealBackend, cases: list[Translated]) -> Iterator[None]:
                 assert labels.setdefault(node, {}).setdefault(k, v) == v, (node, k)
     backend.merge_patch(f"/api/v1/namespaces/{backend.ns}",
                         {"metadata": {"labels": {ADMIN_LABEL: "true"}}})
+    admits_admin_access(backend)
     for node, node_labels in labels.items():
         backend.merge_patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": node_labels}})
+    scheduler_sees_nodes(backend, labels)
     try:
         yield
     finally:
         for node, node_labels in labels.items():
             backend.merge_patch(f"/api/v1/nodes/{node}",
                                 {"metadata": {"labels": dict.fromkeys(node_labels)}})
+        scheduler_sees_nodes(backend, labels)
+
+
+def admits_admin_access(backend: RealBackend) -> None:
+    """kube-apiserver admits admin-access claims in the namespace: it checks the
+    namespace's label in its own cache of namespaces, so a claim created right after
+    the label could still be refused; a dry-run claim shows when it is not."""
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "admin-probe"},
+             "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+                 "deviceClassName": "admin-probe", "adminAccess": True}}]}}}
+    path = f"{RESOURCE}/namespaces/{backend.ns}/resourceclaims?dryRun=All"
+    wait_for(lambda: backend.request("POST", path, claim)[0] == 201, 30,
+             what="kube-apiserver to admit admin-access claims in the labelled namespace")
 
 
 @contextlib.contextmanager
 def tainted(backend: RealBackend, cases: list[Translated]) -> Iterator[None]:
     """The case's node taints and cordons on the real nodes (one tainting case per round),
-    removed afterwards; nothing for the other rounds."""
+    removed afterwards, kube-scheduler holding each state before the next step; nothing
+    for the other rounds."""
     nodes = [n for t in cases if taints_nodes(t.case) for n in t.case["nodes"]]
     if not nodes:
         yield
         return
     assert len(cases) == 1, "a round that taints nodes has one case"
+    changed = [NODES[n["name"]] for n in nodes if n.get("taints") or n.get("unschedulable")]
     for n in nodes:
         backend.merge_patch(f"/api/v1/nodes/{NODES[n['name']]}", {"spec": {
             "taints": n.get("taints") or None, "unschedulable": n.get("unschedulable") or None}})
-    # kube-scheduler must have seen the Node updates before the pod arrives: its informer
-    # is milliseconds behind; a second is plenty on this machine.
-    time.sleep(1.0)
+    scheduler_sees_nodes(backend, changed)
     try:
         yield
     finally:
@@ -464,7 +586,7 @@ def tainted(backend: RealBackend, cases: list[Translated]) -> Iterator[None]:
         wait_for(lambda: not any((n.get("spec") or {}).get("taints") or (n.get("spec") or {}).get("unschedulable")
                                  for n in (backend.get("/api/v1/nodes") or {})["items"]),
                  30, what="the nodes to be untainted again")
-        time.sleep(1.0)
+        scheduler_sees_nodes(backend, changed)
 
 
 def delete_slices(backend: RealBackend, cases: list[Translated]) -> None:

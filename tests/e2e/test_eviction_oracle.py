@@ -6,12 +6,22 @@ carries one or two generated taints (keys, values, effects NoExecute/NoSchedule/
 the allocation result (where upstream reads them) one or two generated tolerations
 (operators Exists/Equal, empty keys, effects, values, tolerationSeconds 0, 1 or 3600).
 kube-controller-manager evicts on its own; the oracle is the API server's audit log:
-which pods it deleted within the window. draco's answer is `draco evictions --from` over
-the same objects with `--slice-taints draco` (as if draco evicted for slice taints):
-the pods it would evict now, or later within the window. One difference is deliberate
-and accounted for: draco lets a toleration with an empty effect match every effect, as
-the API documents; upstream's controller honours only tolerations with effect NoExecute.
-With those left out draco must answer exactly as kube-controller-manager did.
+which pods it deleted by the horizon (HORIZON seconds after the taints' timeAdded).
+draco's answer is `draco evictions --from` over the same objects with `--slice-taints
+draco` (as if draco evicted for slice taints): the pods it would evict by the horizon.
+
+When kube-controller-manager is done is observed, not waited out: a canary pod of the
+test's own uses a device whose NoExecute taint its claim tolerates for exactly HORIZON
+seconds, in a slice created after all the others. kube-controller-manager deletes a pod
+when its toleration runs out (a timer in its work queue), so once the canary is gone
+and so is every pod draco says must go, its timers have passed the horizon and every
+eviction due by then was made; a short settle after that only makes the check that
+nothing else was evicted stricter.
+
+One difference is deliberate and accounted for: draco lets a toleration with an empty
+effect match every effect, as the API documents; upstream's controller honours only
+tolerations with effect NoExecute. With those left out draco must answer exactly as
+kube-controller-manager did.
 
 CI runs a sample (`DRACO_ORACLE_EVICTIONS`, default 40, seeded); the large run is
 `DRACO_ORACLE_EVICTIONS=200 python -m pytest -s tests/e2e/test_eviction_oracle.py`.
@@ -39,7 +49,9 @@ pytestmark = [pytest.mark.real, pytest.mark.timeout(900)]
 
 EXAMPLES = int(os.environ.get("DRACO_ORACLE_EVICTIONS", "40"))
 SEED = int(os.environ.get("DRACO_ORACLE_SEED", "5"))
-WINDOW = 20.0  # seconds kube-controller-manager gets; tolerationSeconds 1 falls inside
+HORIZON = 10  # seconds after timeAdded both answers cover: tolerationSeconds 0 and 1 inside, 3600 outside
+SETTLE = 2.0  # after the positive wait, for a late eviction nobody expected (only makes the check stricter)
+CANARY = "canary"
 
 
 def taint(rng: random.Random) -> dict[str, Any]:
@@ -91,12 +103,11 @@ def test_generated_taints_evict_what_kube_controller_manager_evicts(
         b.merge_patch(f"{claims}/{name}-claim/status", {"status": {
             "allocation": {"devices": {"results": [result]}},
             "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}]}})
+    make_canary(b)
     since = audit_offset(b)
     added = datetime.now(UTC).replace(microsecond=0)
-    for obj in slices(b, taints, added):
+    for obj in slices(b, taints, added) + [canary_slice(b, added)]:
         b.create(SLICES, obj)
-    time.sleep(WINDOW)
-    theirs = {r["pod"] for r in pod_removals(b, since) if by_kcm(r["agent"])}
 
     ours = draco_evicts(b, tmp_path / "draco", taints, tolerations, pods, added)
     # upstream's controller honours only tolerations with effect NoExecute; draco lets an
@@ -104,6 +115,18 @@ def test_generated_taints_evict_what_kube_controller_manager_evicts(
     # docs/differences.md lists): with those tolerations left out, draco must answer exactly as kcm did
     upstream_view = {d: [t for t in ts if t.get("effect")] for d, ts in tolerations.items()}
     as_upstream = draco_evicts(b, tmp_path / "upstream", taints, upstream_view, pods, added)
+
+    def evicted() -> set[str]:
+        return {r["pod"] for r in pod_removals(b, since) if by_kcm(r["agent"])}
+
+    # kcm done: the canary (due at the horizon) and every pod draco evicts are gone; if
+    # kcm never evicts one of those, the comparison below names it after the bound
+    deadline = time.monotonic() + HORIZON + 60
+    while not as_upstream | {CANARY} <= evicted() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert CANARY in evicted(), "kube-controller-manager did not evict the canary within a minute of its due time"
+    time.sleep(SETTLE)
+    theirs = evicted() - {CANARY}
     deliberate = sorted(as_upstream ^ ours)
     disagreements = sorted(set(theirs) ^ as_upstream)
     print(f"\neviction oracle: {EXAMPLES} pods, kube-controller-manager evicted {len(theirs)}, "
@@ -118,8 +141,8 @@ def test_generated_taints_evict_what_kube_controller_manager_evicts(
 def draco_evicts(b: RealBackend, workdir: Path, taints: dict[str, list[dict[str, Any]]],
                  tolerations: dict[str, list[dict[str, Any]]], pods: dict[str, str],
                  added: datetime) -> set[str]:
-    """The pods `draco evictions --from` evicts by the middle of the window (tolerationSeconds 1
-    inside, 3600 outside), over the same objects as kube-controller-manager saw."""
+    """The pods `draco evictions --from` evicts by the horizon (tolerationSeconds 1 inside,
+    3600 outside), over the same objects as kube-controller-manager saw (but the canary)."""
     workdir.mkdir()
     items: list[dict[str, Any]] = slices(b, taints, added)
     for i in range(len(pods)):
@@ -138,7 +161,7 @@ def draco_evicts(b: RealBackend, workdir: Path, taints: dict[str, list[dict[str,
                       "status": {"phase": "Running"}})
     world = workdir / "world.json"
     world.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-    horizon = added + timedelta(seconds=WINDOW / 2)
+    horizon = added + timedelta(seconds=HORIZON)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert main(["evictions", "--from", str(world), "--slice-taints", "draco",
@@ -161,3 +184,35 @@ def slices(b: RealBackend, taints: dict[str, list[dict[str, Any]]], added: datet
                       "devices": [{"name": d, "taints": [{**t, "timeAdded": stamp} for t in taints[d]]}
                                   for d in chunk]}}
             for n, chunk in enumerate(chunks)]
+
+
+def make_canary(b: RealBackend) -> None:
+    """The canary: a running pod whose claim is allocated the device `canary` (of a slice
+    created last) and tolerates its NoExecute taint for exactly HORIZON seconds."""
+    ns = f"/api/v1/namespaces/{b.ns}"
+    claims = f"/apis/resource.k8s.io/v1/namespaces/{b.ns}/resourceclaims"
+    b.create(claims, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                      "metadata": {"name": f"{CANARY}-claim"},
+                      "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}})
+    pod = b.create(f"{ns}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": CANARY},
+        "spec": {"nodeName": b.node, "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{CANARY}-claim"}],
+                 "containers": [{"name": "c", "image": "registry.invalid/app"}]}})
+    b.merge_patch(f"{ns}/pods/{CANARY}/status", {"status": {"phase": "Running"}})
+    b.merge_patch(f"{claims}/{CANARY}-claim/status", {"status": {
+        "allocation": {"devices": {"results": [{
+            "request": "gpu", "driver": b.driver, "pool": f"{b.ns}-{CANARY}", "device": CANARY,
+            "tolerations": [{"key": "example.com/canary", "operator": "Exists", "effect": "NoExecute",
+                             "tolerationSeconds": HORIZON}]}]}},
+        "reservedFor": [{"resource": "pods", "name": CANARY, "uid": pod["metadata"]["uid"]}]}})
+
+
+def canary_slice(b: RealBackend, added: datetime) -> dict[str, Any]:
+    """The canary's device, in a pool of its own: nothing else uses it."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{b.node}-{b.ns}-{CANARY}"},
+            "spec": {"driver": b.driver, "nodeName": b.node,
+                     "pool": {"name": f"{b.ns}-{CANARY}", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": CANARY, "taints": [{
+                         "key": "example.com/canary", "effect": "NoExecute",
+                         "timeAdded": added.strftime("%Y-%m-%dT%H:%M:%SZ")}]}]}}

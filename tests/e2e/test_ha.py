@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.allocator.claim_writer import FINALIZER
 from operators.allocator.pod_claims import GATE
+from operators.allocator_controller.claim_writer import FINALIZER
 from operators.apiserver.runner import free_port
 from operators.apiserver.testing import wait_for
 from tests.e2e.backends import ROOT, RealBackend
@@ -389,8 +389,11 @@ def test_standby_takes_over_mid_allocation_and_no_device_is_allocated_twice(
         wait_for(finished, 30, 0.2, what=f"the standby to finish; its log:\n{bb.logs()}")
         finished_at = time.time()
         wait_leading(bb, 10)
-        time.sleep(0.5)  # let the watch deliver the last claim updates
-    final = {c["metadata"]["name"]: c for c in claims()}
+        final = {c["metadata"]["name"]: c for c in claims()}
+        last = {(n, c["metadata"]["resourceVersion"]) for n, c in final.items() if devices_of(c)}
+        wait_for(lambda: last <= {(e["object"]["metadata"]["name"], e["object"]["metadata"]["resourceVersion"])
+                                  for e in list(seen)}, 30, 0.05,
+                 what="the watch to deliver every allocated claim's last update")
 
     # 1. No device in two claims, neither at the end nor at any moment the watch saw; no
     #    claim ever re-allocated or deallocated.

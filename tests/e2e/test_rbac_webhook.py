@@ -187,11 +187,14 @@ def test_the_webhook_gates_pods_as_its_own_service_account_with_no_403(
         admitted = {"gated/with-claim": create_pod(gated, "with-claim"),
                     "gated/no-claim": create_pod(gated, "no-claim", claims=False),
                     "other/with-claim": create_pod(other, "with-claim")}
-        time.sleep(1)  # the audit log is written asynchronously
+        # it did read the namespaces' labels (the one right it has); the audit log is
+        # written asynchronously, so that record is waited for, and a further second
+        # lets a refusal of the same requests show up too
+        wait_for(lambda: "get core namespaces" in rel.audit.answered(200), 30,
+                 what="the webhook's read of the namespaces in the audit log")
+        time.sleep(1)
     assert admitted == {"gated/with-claim": [DRACO_GATE], "gated/no-claim": [], "other/with-claim": []}
     assert rel.audit.refusals() == []
-    # and it did read the namespaces' labels (the one right it has)
-    assert "get core namespaces" in rel.audit.answered(200)
 
 
 @pytest.mark.timeout(300)

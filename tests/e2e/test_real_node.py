@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -274,6 +273,15 @@ def watch_pod(cluster: RealCluster, pod: str, into: Path) -> subprocess.Popen[by
                                  "get", "pod", pod, "--watch", "-o", "json"], stdout=out, stderr=subprocess.DEVNULL)
 
 
+def first_object(watched: Path) -> bool:
+    """Whether the watch wrote its first object (the pod as it was listed)."""
+    try:
+        json.JSONDecoder().raw_decode(watched.read_text().lstrip())
+    except ValueError:
+        return False
+    return True
+
+
 def terminated(watched: Path) -> tuple[int, float] | None:
     """The first terminated state (exit code, finishedAt) among the watched objects."""
     text, decoder, at = watched.read_text(), json.JSONDecoder(), 0
@@ -302,7 +310,8 @@ def test_sigterm_exits_zero_releases_the_lease_and_another_replica_takes_over(
     webhook = pods(helm, NS, "app.kubernetes.io/component=webhook")[0]["metadata"]["name"]
     watches = {name: (watch_pod(node_cluster, name, tmp_path / name), tmp_path / name)
                for name in (leader, webhook)}
-    time.sleep(1)  # the watches are open
+    for name, (_, watched) in watches.items():  # kubectl watches on from the version it printed first
+        wait_for(lambda watched=watched: first_object(watched), 30, what=f"the watch of {name} to print the pod")
     helm.kubectl("-n", NS, "delete", "pod", leader, webhook, "--wait=false")
     # the standby, or the Deployment's replacement pod if it asks first: both are candidates
     after = wait_for(lambda: (lambda spec: spec if spec.get("holderIdentity")
