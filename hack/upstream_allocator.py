@@ -32,12 +32,18 @@ from cluster_build import (
     cache_root,
     go_env,
     module_dir,
+    replace_line,
     run_go,
+    say,
 )
+from cluster_standins import ASSEMBLED, TOOLCHAINS, requirements, standins
 
 MODULE = "k8s.io/dynamic-resource-allocation"
 # The releases draco supports, as the module's versions (v0.37.2 belongs to 1.37.2).
 VERSIONS = {"1.37": "v0.37.2", "1.36": "v0.36.3"}
+# Pre-releases the suite builds and runs on request, outside CI and the test bed's plan;
+# their modules the proxy refuses are stood in for as in hack/cluster_standins.py.
+PREVIEWS = {"1.38": "v0.38.0-beta.0"}
 ADAPTER = Path(__file__).resolve().parent / "allocator-suite" / "draco_adapter_test.go"
 KNOWN = Path(__file__).resolve().parent / "allocator-suite" / "known.json"
 COMPONENT = "upstream-allocator"
@@ -68,12 +74,32 @@ EDITS = (
 )
 
 
-def patch_suite(source: Path) -> None:
+# 0.38 checks the error through the test context and adds an errors.Is check; both are
+# the wording-level comparison the verdict-only hook leaves out.
+EDITS_038 = (
+    ("\t\t\ttCtx.Require(err).To(matchError)\n"
+     "\t\t\tif tc.expectErrorIs != nil {\n"
+     "\t\t\t\ttCtx.Require(err).To(g.MatchError(tc.expectErrorIs))\n"
+     "\t\t\t}\n",
+     "\t\t\tif DracoErrorVerdictOnly && tc.expectError != nil && err != nil {\n"
+     "\t\t\t\ttCtx.Logf(\"DRACO-VERDICT-ONLY: %v\", err)\n"
+     "\t\t\t} else {\n"
+     "\t\t\t\ttCtx.Require(err).To(matchError)\n"
+     "\t\t\t\tif tc.expectErrorIs != nil {\n"
+     "\t\t\t\t\ttCtx.Require(err).To(g.MatchError(tc.expectErrorIs))\n"
+     "\t\t\t\t}\n"
+     "\t\t\t}\n"),
+    *EDITS[1:],
+)
+EDITS_BY_VERSION = {"v0.38.0-beta.0": EDITS_038}
+
+
+def patch_suite(source: Path, edits: tuple[tuple[str, str], ...] = EDITS) -> None:
     """Add the hooks to allocatortesting in the scratch copy SOURCE."""
     suite = source / "structured" / "internal" / SUITE
     target = suite / "allocator_testing.go"
     text = target.read_text()
-    for old, new in EDITS:
+    for old, new in edits:
         count = text.count(old)
         if count != 1:
             raise ClusterError(f"{target}: expected upstream's text once, found it {count} times "
@@ -83,11 +109,28 @@ def patch_suite(source: Path) -> None:
     (suite / "draco_hooks.go").write_text(HOOKS)
 
 
-def adapter_version() -> str:
+def stand_in(source: Path, version: str, toolchain: str) -> None:
+    """Replace, in the scratch copy SOURCE, each requirement the proxy refuses by its
+    stand-in (none where the proxy serves the real module)."""
+    gomod = (source / "go.mod").read_text()
+    required = requirements(gomod)
+    wanted = [module for module in ASSEMBLED if required.get(module) == version]
+    try:
+        targets = standins(gomod, wanted, version, source, go_env(toolchain), say)
+    except (RuntimeError, ValueError) as err:
+        raise ClusterError(str(err)) from None
+    if targets:
+        lines = [replace_line(module, target) for module, target in targets.items()]
+        (source / "go.mod").write_text(gomod + "\nreplace (\n" + "\n".join(lines) + "\n)\n")
+
+
+def adapter_version(version: str = "") -> str:
     """Part of the cache key: a changed adapter or edit rebuilds the binary."""
     import hashlib
     digest = hashlib.sha256(ADAPTER.read_bytes())
     digest.update(repr(EDITS).encode())
+    if version in EDITS_BY_VERSION:
+        digest.update(repr(EDITS_BY_VERSION[version]).encode())
     return digest.hexdigest()[:10]
 
 
@@ -95,20 +138,23 @@ def build(version: str) -> Path:
     """The suite's test binary for VERSION of the module (built once, then cached)."""
     def steps(work: Path, out: Path, log: Path) -> None:
         (work / "go.mod").write_text("module draco.invalid/fetch\n\ngo 1.24.0\n")
-        pristine = module_dir(MODULE, version, work, log)
+        toolchain = TOOLCHAINS.get("1." + version.split(".")[1], "local")  # v0.38.x -> 1.38
+        pristine = module_dir(MODULE, version, work, log, toolchain)
         source = work / "src"
         shutil.copytree(pristine, source)
         for path in source.rglob("*"):  # the module cache's files are read-only
             path.chmod(path.stat().st_mode | 0o200)
         source.chmod(source.stat().st_mode | 0o200)
-        patch_suite(source)
+        if toolchain != "local":
+            stand_in(source, version, toolchain)
+        patch_suite(source, EDITS_BY_VERSION.get(version, EDITS))
         adapter = source / "structured" / "internal" / "draco"
         adapter.mkdir()
         shutil.copy(ADAPTER, adapter / ADAPTER.name)
         run_go(["test", "-c", "-o", str(out / "suite.test"), "./structured/internal/draco"],
-               source, log)
+               source, log, toolchain)
         shutil.rmtree(source, ignore_errors=True)
-    built = build_component(COMPONENT, f"{version}-{adapter_version()}", steps)
+    built = build_component(COMPONENT, f"{version}-{adapter_version(version)}", steps)
     for stale in cache_root().glob(f"{COMPONENT}-{version}-*"):  # an older adapter's binary
         if stale != built and (stale / ".stamp").exists():
             shutil.rmtree(stale, ignore_errors=True)
@@ -183,10 +229,10 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the suite's test binary for VERSION (cached)")
-    b.add_argument("version", choices=sorted(VERSIONS.values()))
+    b.add_argument("version", choices=sorted({*VERSIONS.values(), *PREVIEWS.values()}))
     r = sub.add_parser("run", help="run the suite against draco; one line per case that "
                        "does not pass")
-    r.add_argument("version", choices=sorted(VERSIONS.values()))
+    r.add_argument("version", choices=sorted({*VERSIONS.values(), *PREVIEWS.values()}))
     r.add_argument("--draco", default=shutil.which("draco") or "draco")
     r.add_argument("--json", default=None, metavar="FILE", help="write every case's result")
     args = parser.parse_args(argv)
