@@ -137,7 +137,7 @@ def test_webhook_gates_new_pods_with_claims(real: RealBackend, other_namespace: 
             "no-claim": [],
             "opted-out": [],
             "other-gate": [OTHER_GATE, DRACO_GATE],
-            "already": [DRACO_GATE, OTHER_GATE],
+            "already": [OTHER_GATE, DRACO_GATE],  # draco's gate is moved last: it waits for the others
             "elsewhere": [],
         }
     finally:
