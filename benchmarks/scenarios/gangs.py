@@ -29,11 +29,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from operators.allocator import in_use_from_tracker, inventory_from_tracker
-from operators.allocator.gang import Member, place_gang
 from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, place
 from operators.cli.allocate import nodes_from
 from operators.cli.allocate_gang import member_of
 from operators.cli.state import build_tracker
+from operators.gangs.gang import Member, place_gang
 from operators.model import DeviceID, NamespacedName
 from operators.model.gangs import Gang, parse_gang
 from operators.tracker import Tracker

@@ -15,16 +15,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from operators.allocator import gang_preemption as gp
 from operators.allocator import in_use_from_tracker, inventory_from_tracker
-from operators.allocator import preemption as pre
-from operators.allocator.gang_preemption import select_gang_victims
 from operators.allocator.nodes import NodeIndex
-from operators.allocator.preemption_inputs import gang_units, running_pods
 from operators.cli.allocate_gang import find_gang, member_of, member_pods
 from operators.cli.allocation_records import nodes_from
 from operators.cli.state import build_tracker
 from operators.model import NamespacedName
+from operators.preemption import gang_preemption as gp
+from operators.preemption import preemption as pre
+from operators.preemption.gang_preemption import select_gang_victims
+from operators.preemption.preemption_inputs import gang_units, running_pods
 
 DRIVER = "gpu.example.com"
 NS = "bench"

@@ -22,10 +22,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from operators.allocator.nomination import NOMINATION_ANNOTATION
 from operators.allocator.pod_claims import GATE
 from operators.apiserver.testing import EmbeddedCluster
 from operators.cli.operator_thread import OperatorThread
+from operators.preemption.nomination import NOMINATION_ANNOTATION
 
 DRIVER = "gpu.example.com"
 NS = "default"

@@ -1,4 +1,5 @@
-"""The claim allocator's pure part: upstream's structured allocator over draco's view.
+"""The structured allocator: upstream's allocator over draco's view. Claims, a node and
+the devices in; an outcome out. Pure: no controller, no kopf, no I/O.
 
     inventory = inventory_from_tracker(tracker)        # or inventory_from_slices(slices)
     outcome = allocate(claims, NodeInfo("node-1", labels) | None, inventory,
@@ -8,8 +9,13 @@
     outcome.reason        one line for Events and the CLI; outcome.explain per request
 
 Modules, bottom-up: inventory (pools in search order), requests (what claims ask,
-validated as upstream), search (the backtracking), results (status.allocation),
-explain (why not), allocate (the entry point). No kopf, no I/O.
+validated as upstream), counters and capacity (KEP-4815 counters, KEP-5075 shares),
+search (the backtracking), results (status.allocation), explain (why not), features
+(feature gates), allocate (the entry point), scoring and nodes (KEP-4816 node choice),
+pod_claims (what a gated pod needs, read from the tracker) and reserved (in use plus set
+aside). Gang placement (`operators.gangs`), victim selection (`operators.preemption`)
+and the controller (`operators.allocator_controller`) build on it; it imports none of
+them.
 """
 
 from operators.allocator.allocate import (

@@ -4,7 +4,7 @@ The gang is a `Gang` (resource.draco.dev/v1alpha1; members carry the label
 `resource.draco.dev/gang: NAME`) or, when there is no such Gang, a `PodGroup`
 (scheduling.k8s.io/v1beta1; members name it in `spec.schedulingGroup`). Members are
 the unfinished pods of the gang in its namespace. A member whose claims are all
-allocated is placed; the others are allocated jointly (see `allocator.gang`).
+allocated is placed; the others are allocated jointly (see `gangs.gang`).
 
 Output (`-o json`), one object:
   gang     NS/NAME
@@ -34,11 +34,11 @@ from operators.allocator import (
     inventory_from_tracker,
     shares_from_tracker,
 )
-from operators.allocator.gang import GangOutcome, Member, place_gang
 from operators.allocator.nodes import NodeIndex
 from operators.cli.allocation_records import nodes_from, results
 from operators.cli.inputs import UsageError
 from operators.cli.output import render_table, warn
+from operators.gangs.gang import GangOutcome, Member, place_gang
 from operators.model import ModelError, NamespacedName, Pod, ResourceClaim
 from operators.model.gangs import Gang, parse_gang, parse_pod_group
 from operators.model.objects import parse_pod_object

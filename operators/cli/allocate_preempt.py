@@ -10,12 +10,12 @@ Output (`-o json`), one object:
   reason     why, in one sentence
   pdbViolations  how many victims go beyond a PodDisruptionBudget
 When the pod is a member of a gang (a `Gang`, or a PodGroup with a gang policy), the
-preemptor is the whole gang (`allocator.gang_preemption`): `devices` are every member's,
+preemptor is the whole gang (`preemption.gang_preemption`): `devices` are every member's,
 `node` is null, and two more keys say where each goes:
   gang       NS/NAME of the Gang or PodGroup
   nodes      member NS/NAME -> the node its nominated devices are allocated for
   domain     the topology domain (null without topology)
-See `allocator.preemption` for the order victims and nodes are chosen in.
+See `preemption.preemption` for the order victims and nodes are chosen in.
 """
 
 from __future__ import annotations
@@ -29,17 +29,17 @@ from operators.allocator import (
     inventory_from_tracker,
     shares_from_tracker,
 )
-from operators.allocator.gang import Member
-from operators.allocator.gang_preemption import select_gang_victims
 from operators.allocator.nodes import NodeIndex
-from operators.allocator.preemption import Preemption, prepare, select_victims
-from operators.allocator.preemption_inputs import gang_units, running_pods
 from operators.cli.allocate_gang import find_gang, member_of, member_pods
 from operators.cli.allocation_records import nodes_from
 from operators.cli.inputs import UsageError
 from operators.cli.output import render_table, warn
+from operators.gangs.gang import Member
 from operators.model import ModelError, NamespacedName
 from operators.model.disruption import DisruptionBudget, parse_disruption_budget
+from operators.preemption.gang_preemption import select_gang_victims
+from operators.preemption.preemption import Preemption, prepare, select_victims
+from operators.preemption.preemption_inputs import gang_units, running_pods
 from operators.tracker import Tracker
 from operators.tracker.gangs import GangMembers, gang_overlay
 

@@ -205,7 +205,7 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
 
         started["patches"] = register_patches(registry, tracker, settings)
     if "allocator" in controllers:
-        from operators.allocator.handlers import register as register_allocator
+        from operators.allocator_controller.handlers import register as register_allocator
 
         started["allocator"] = register_allocator(registry, tracker, settings, ready=gate.wait)
     if "narrowing" in controllers:

@@ -5,7 +5,7 @@ allocator (joint placement) and the narrowing controller (ungate only complete g
 both read, fed by the same watch machinery as every other kind. A group that cannot
 be read is dropped and its error recorded: its pods are then placed by no one (fail
 closed) until it is fixed. Which pods belong to which group is not kept here (pods are
-the tracker's; see `allocator.gang_members`).
+the tracker's; see `gangs.gang_members`).
 """
 
 from __future__ import annotations

@@ -14,9 +14,13 @@ from typing import Any
 
 import pytest
 
-from operators.allocator.claim_writer import FINALIZER
-from operators.allocator.controller import CONDITION, AllocatorController, AllocatorSettings
 from operators.allocator.pod_claims import GATE
+from operators.allocator_controller.claim_writer import FINALIZER
+from operators.allocator_controller.controller import (
+    CONDITION,
+    AllocatorController,
+    AllocatorSettings,
+)
 from operators.cli.state import build_tracker
 from operators.tracker import Tracker
 from tests.fake_api import CLAIMS, ControllerScenario, FakeAPI, run
@@ -204,7 +208,7 @@ def test_a_node_label_change_wakes_the_pod_without_rebuilding_the_device_index(
     every device is kept (kwok and kube-controller-manager rewrite a label on each
     heartbeat of 2,000 nodes; rebuilding it per change cost 100 ms per allocation), and
     the pod waiting for such a node is placed with the node's new labels."""
-    from operators.allocator import controller as module
+    from operators.allocator_controller import controller as module
 
     builds: list[int] = []
     real = module.inventory_from_tracker

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.allocator.controller import AllocatorSettings
 from operators.allocator.pod_claims import (
     Done,
     GateWait,
@@ -25,6 +24,7 @@ from operators.allocator.pod_claims import (
     node_choice,
     pod_work,
 )
+from operators.allocator_controller.controller import AllocatorSettings
 from operators.cli.main import main
 from operators.cli.options import gate_list
 from operators.cli.state import build_tracker

@@ -4,7 +4,7 @@ late; shares are held until released."""
 
 from __future__ import annotations
 
-from operators.allocator.holds import Holds
+from operators.allocator_controller.holds import Holds
 from operators.model import DeviceID, NamespacedName
 from operators.model.quantity import Quantity
 

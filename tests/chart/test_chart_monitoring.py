@@ -121,9 +121,9 @@ def test_the_schema_refuses(args: tuple[str, ...], message: str) -> None:
 
 def exported_names() -> set[str]:
     """The sample names draco's /metrics can carry (every metrics module imported)."""
-    import operators.allocator.controller
-    import operators.allocator.gang_loop
-    import operators.allocator.preempt_loop
+    import operators.allocator_controller.controller
+    import operators.allocator_controller.gang_loop
+    import operators.allocator_controller.preempt_loop
     import operators.cli.run_metrics
     import operators.eviction.controller
     import operators.health.controller

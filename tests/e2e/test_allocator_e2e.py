@@ -22,8 +22,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from operators.allocator.claim_writer import FINALIZER
 from operators.allocator.pod_claims import GATE
+from operators.allocator_controller.claim_writer import FINALIZER
 from operators.apiserver.testing import wait_for
 from tests.e2e.backends import Backend
 

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from operators.allocator.nomination import NOMINATION_ANNOTATION
 from operators.allocator.pod_claims import GATE
-from operators.allocator.preempt_loop import FENCE_LABEL, FENCE_RULES
+from operators.allocator_controller.preempt_loop import FENCE_LABEL, FENCE_RULES
 from operators.apiserver.testing import wait_for
+from operators.preemption.nomination import NOMINATION_ANNOTATION
 from tests.e2e.backends import Backend, RealBackend
 from tests.e2e.test_allocator_e2e import SETTINGS, claims_path, pods_path
 from tests.e2e.test_gangs_real import device_class, gang_object, node_slice, results

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from operators.allocator.controller import AllocatorController, AllocatorSettings
+from operators.allocator_controller.controller import AllocatorController, AllocatorSettings
 from operators.cli.state import build_tracker
 from operators.narrowing.controller import NarrowingController, NarrowingSettings
 from operators.tracker import Tracker

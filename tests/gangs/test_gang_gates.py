@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.allocator.controller import AllocatorSettings
+from operators.allocator_controller.controller import AllocatorSettings
 from operators.model.gates import DRACO_GATE
 from tests.fake_api import run
 from tests.gangs.test_gang_controller import Cluster, halves_world

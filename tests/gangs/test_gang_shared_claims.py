@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from operators.allocator import in_use_from_tracker, inventory_from_tracker
-from operators.allocator.gang import Demand, gang_requests
 from operators.allocator.nodes import NodeIndex
 from operators.cli.allocate_gang import find_gang, member_of, member_pods
 from operators.cli.allocation_records import nodes_from
 from operators.cli.state import build_tracker
+from operators.gangs.gang import Demand, gang_requests
 from operators.model import NamespacedName
 from tests.allocator.build import resource_slice_api
 from tests.gangs.world import NS, classes, gang, gpus, member, node, node_slice, place, shared_claim
@@ -128,7 +128,7 @@ def test_members_sharing_an_accelerator_claim(
 def test_the_shared_claim_is_allocated_by_one_member_only() -> None:
     """What the controller holds and writes: the claim's allocation once, with the
     first member that names it; the others only reach it from their node."""
-    from operators.allocator.gang import place_gang
+    from operators.gangs.gang import place_gang
     objs = [*classes(), gang("g", 3), *gpu_nodes(1, 1, 1), fabric(1), shared_claim("nic", NIC)]
     for i in range(3):
         objs += member(f"p-{i}", "g", gpu(1), shared=["nic"])

@@ -101,7 +101,7 @@ def test_a_search_out_of_time_is_undecided_not_unsatisfiable() -> None:
 
 
 def test_an_undecided_gang_says_so_in_its_allocated_condition() -> None:
-    from operators.allocator.controller import AllocatorSettings
+    from operators.allocator_controller.controller import AllocatorSettings
     from tests.fake_api import run
     from tests.gangs.test_gang_controller import Cluster
 

@@ -29,12 +29,12 @@ from typing import Any
 from hypothesis import strategies as st
 
 from operators.allocator import in_use_from_tracker, inventory_from_tracker, shares_from_tracker
-from operators.allocator.gang import Member, place_gang
 from operators.allocator.nodes import NodeIndex
 from operators.cli.allocate_gang import find_gang, member_of, member_pods
 from operators.cli.allocate_preempt import preempt_document
 from operators.cli.allocation_records import nodes_from
 from operators.cli.state import build_tracker
+from operators.gangs.gang import Member, place_gang
 from operators.model import NamespacedName
 from tests.gangs.world import NS, classes, gang, node, node_slice
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from operators.allocator.nomination import NOMINATION_ANNOTATION
+from operators.preemption.nomination import NOMINATION_ANNOTATION
 from tests.fake_api import run
 from tests.gangs.world import NS, classes, gang, gpus, node, node_slice
 from tests.preemption.test_gang_preemptor import members
@@ -122,7 +122,7 @@ def test_passes_while_the_nomination_is_written_evict_no_one_twice() -> None:
             await allocator.step()
             await asyncio.sleep(0.02)  # the nomination's writes run, a deletion is pending
             c.echo()
-            allocator.gang_queue.add(("Gang", NS, "team"))
+            allocator.gangs.gang_queue.add(("Gang", NS, "team"))
         while allocator.tasks:
             await asyncio.gather(*list(allocator.tasks), return_exceptions=True)
 

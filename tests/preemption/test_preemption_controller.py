@@ -10,8 +10,8 @@ import asyncio
 import json
 from typing import Any
 
-from operators.allocator.controller import AllocatorSettings
-from operators.allocator.nomination import NOMINATION_ANNOTATION
+from operators.allocator_controller.controller import AllocatorSettings
+from operators.preemption.nomination import NOMINATION_ANNOTATION
 from tests.fake_api import Response, run
 from tests.gangs.test_gang_controller import Cluster as GangCluster
 from tests.gangs.test_gang_controller import KillableAPI, Killed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.allocator.victim_gangs import VictimGang, VictimGangs, reprieve
+from operators.preemption.victim_gangs import VictimGang, VictimGangs, reprieve
 
 
 def gangs(min_count: int, launcher: bool = False) -> VictimGangs:

@@ -5,9 +5,9 @@ victims."""
 
 from __future__ import annotations
 
-from operators.allocator.preemption import Running
-from operators.allocator.victim_gangs import VictimGang, VictimGangs
 from operators.model import Pod
+from operators.preemption.preemption import Running
+from operators.preemption.victim_gangs import VictimGang, VictimGangs
 from operators.tracker import Tracker
 from operators.tracker.gangs import GangMembers, gang_key, gang_overlay, placed
 

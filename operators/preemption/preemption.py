@@ -36,12 +36,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from operators.allocator.capacity import Shares, shares_from_claims
-from operators.allocator.gang import Placed
-from operators.allocator.holds import Reserved
 from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, place
 from operators.allocator.requests import Wanted, wanted_for_claim
-from operators.allocator.victim_gangs import VictimGangs, reprieve
+from operators.allocator.reserved import Reserved
+from operators.gangs.gang import Placed
 from operators.model import (
     AllocationResult,
     DeviceClass,
@@ -51,6 +50,7 @@ from operators.model import (
     ResourceClaim,
 )
 from operators.model.disruption import DisruptionBudget
+from operators.preemption.victim_gangs import VictimGangs, reprieve
 
 Verdict = Literal["preempt", "fits", "impossible"]
 # kube-scheduler's DefaultPreemption: the dry run stops once it has this many candidate

@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from operators.allocator.capacity import NO_SHARES, Shares
-from operators.allocator.gang_order import search_order
-from operators.allocator.gang_search import JointSearch, MemberPlan
 from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, filter_shape, place
 from operators.allocator.requests import AllocationError, Wanted, wanted_for_claim
 from operators.allocator.results import build_allocation
 from operators.allocator.search import TooComplex, same_attribute, taint_blocks
+from operators.gangs.gang_order import search_order
+from operators.gangs.gang_search import JointSearch, MemberPlan
 from operators.model import AllocationResult, Attribute, DeviceClass, DeviceID, Pod, ResourceClaim
 from operators.model.gangs import Gang
 

@@ -40,11 +40,11 @@ from dataclasses import dataclass
 
 from operators.allocator.capacity import NO_SHARES, Charged, Shares, consumption
 from operators.allocator.counters import Ledger
-from operators.allocator.gang_memo import StateKeys
 from operators.allocator.inventory import Candidate, Inventory, NodeInfo, placement_matches
 from operators.allocator.nodes import NodeIndex, enough
 from operators.allocator.requests import Wanted, wanted_for_claim
 from operators.allocator.search import Joint, Search, selectable, taint_blocks
+from operators.gangs.gang_memo import StateKeys
 from operators.model import DeviceClass, DeviceID, ResourceClaim
 
 MEMO_MAX = 1 << 17  # dead ends remembered per search (each a few hundred bytes)

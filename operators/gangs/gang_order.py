@@ -26,7 +26,7 @@ from operators.allocator.search import taint_blocks
 from operators.model import DeviceClass, DeviceID
 
 if TYPE_CHECKING:
-    from operators.allocator.gang import Member
+    from operators.gangs.gang import Member
 
 Plan = Sequence[Sequence[Wanted]]  # per request of a member, its alternatives
 

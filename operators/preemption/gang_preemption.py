@@ -1,6 +1,6 @@
 """Victim selection for a gang that cannot be placed: which running pods to evict so
 that the gang's core fits, all together, in one topology domain. Pure, as
-`allocator.preemption` is for one pod, and built from the same parts: the victims'
+`preemption.preemption` is for one pod, and built from the same parts: the victims'
 freed devices and shares, the same order of reprieve and the same ranking; where a
 pod's search looks at one node at a time, a gang's looks at one domain at a time.
 
@@ -31,7 +31,10 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 
 from operators.allocator.capacity import Shares, shares_from_claims
-from operators.allocator.gang import (
+from operators.allocator.inventory import Candidate, NodeInfo
+from operators.allocator.nodes import NodeIndex
+from operators.allocator.requests import AllocationError, Wanted
+from operators.gangs.gang import (
     Demand,
     Domain,
     GangOutcome,
@@ -42,9 +45,10 @@ from operators.allocator.gang import (
     member_nodes,
     place_gang,
 )
-from operators.allocator.inventory import Candidate, NodeInfo
-from operators.allocator.nodes import NodeIndex
-from operators.allocator.preemption import (
+from operators.model import DeviceClass, DeviceID
+from operators.model.disruption import DisruptionBudget
+from operators.model.gangs import Gang
+from operators.preemption.preemption import (
     Holders,
     Lower,
     Preemption,
@@ -59,11 +63,7 @@ from operators.allocator.preemption import (
     reprieve_order,
     why,
 )
-from operators.allocator.requests import AllocationError, Wanted
-from operators.allocator.victim_gangs import VictimGangs, reprieve
-from operators.model import DeviceClass, DeviceID
-from operators.model.disruption import DisruptionBudget
-from operators.model.gangs import Gang
+from operators.preemption.victim_gangs import VictimGangs, reprieve
 
 CANDIDATE_DOMAINS = 10
 

@@ -24,6 +24,9 @@ Starvation: a gang that cannot be placed reserves the domain it came closest in 
 higher priority are allocated elsewhere, so freed devices there accumulate for the
 gang. Past the limit the gang reports `WaitLimitExceeded` and stops reserving (it
 keeps waiting, and is placed whenever it fits).
+
+`GangPlacer` is a collaborator the controller owns: its own state (the queue, the
+reservations, the last status written), the controller reached through `GangOwner`.
 """
 
 from __future__ import annotations
@@ -33,25 +36,29 @@ import time
 from collections.abc import Callable, Collection, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from prometheus_client import Counter
 
 from operators.allocator.capacity import Shares
-from operators.allocator.claim_writer import pod_reference, release_claim, write_claim
-from operators.allocator.gang import GangOutcome, place_gang
-from operators.allocator.gang_members import GangMembers, GangView, gang_view
-from operators.allocator.holds import Holds, InUse, Reserved
 from operators.allocator.nodes import NodeIndex
-from operators.allocator.nomination import NOMINATION_ANNOTATION
+from operators.allocator.reserved import Reserved
 from operators.allocator.results import allocation_to_api
+from operators.allocator_controller.claim_writer import pod_reference, release_claim, write_claim
+from operators.allocator_controller.gang_preempt_loop import GangPreemptor
+from operators.allocator_controller.gate_waits import GATE_WAIT, GateWaits
+from operators.allocator_controller.holds import Holds, InUse
+from operators.allocator_controller.preempt_loop import Preemptor
+from operators.gangs.gang import GangOutcome, place_gang
+from operators.gangs.gang_members import GangMembers, GangView, gang_view
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.metrics import gated_pod_done
 from operators.kube.pod_reports import PodReporter
 from operators.kube.supervision import guarded
-from operators.model import DeviceClass, DeviceID, NamespacedName, Pod
+from operators.model import DeviceClass, DeviceID, NamespacedName
+from operators.preemption.nomination import NOMINATION_ANNOTATION
 from operators.tracker import Change, Tracker
 from operators.tracker.gangs import GANG_KINDS, GangKey, gang_overlay
 
@@ -79,68 +86,61 @@ def gang_path(group: str, version: str, key: GangKey) -> str:
     return f"/apis/{group}/{version}/namespaces/{key[1]}/gangs/{key[2]}/status"
 
 
-class GangWork:
-    """Mixed into AllocatorController (which provides tracker, client, holds, settings,
-    the node index and the write machinery)."""
+class GangOwner(Protocol):
+    """What the gang placer asks of the controller that owns it: the shared view of
+    nodes and devices in use, its writes run beside the loop, and the single pods'
+    bookkeeping (a gang member waits, or single pods look again)."""
 
-    tracker: Tracker
-    client: KubeClient
-    holds: Holds
-    settings: Any
-    monotonic: Callable[[], float]
-    clock: Callable[[], datetime]
-    wake: asyncio.Event
-    sem: asyncio.Semaphore
-    reports: PodReporter
-    unsatisfied: dict[NamespacedName, str]
-    pending: set[NamespacedName]
-    decisions: int
-    _classes: dict[str, DeviceClass]
+    def node_index(self) -> NodeIndex: ...
 
-    # provided by the controller
-    def _node_index(self) -> NodeIndex:
-        raise NotImplementedError
+    def device_classes(self) -> dict[str, DeviceClass]: ...
 
-    def _current_in_use(self) -> InUse:
-        raise NotImplementedError
+    def current_in_use(self) -> InUse: ...
 
-    def _current_shares(self) -> Shares:
-        raise NotImplementedError
+    def current_shares(self) -> Shares: ...
 
-    def _still_free(self, claim: NamespacedName, devices: Iterable[DeviceID]) -> bool:
-        raise NotImplementedError
+    def still_free(self, claim: NamespacedName, devices: Iterable[DeviceID]) -> bool: ...
 
-    def _background(self, coro: Coroutine[Any, Any, None]) -> None:
-        raise NotImplementedError
+    def spawn(self, key: NamespacedName, coro: Coroutine[Any, Any, None]) -> None: ...
 
-    def _spawn(self, key: NamespacedName, coro: Coroutine[Any, Any, None]) -> None:
-        raise NotImplementedError
+    def background(self, coro: Coroutine[Any, Any, None]) -> None: ...
 
-    async def _report(self, key: NamespacedName, uid: str, reason: str, message: str) -> None:
-        raise NotImplementedError
+    def report(self, key: NamespacedName, uid: str, reason: str,
+               message: str) -> Coroutine[Any, Any, None]: ...
 
-    def _gang_waits_for_gates(self, view: GangView) -> bool:
-        raise NotImplementedError
+    def wake_loop(self) -> None: ...
 
-    # provided by the preemption mixin (gang_preempt_loop), which comes before this one
-    def _nominated_from(self, own: Collection[NamespacedName],
-                        in_use: Collection[DeviceID]) -> Collection[DeviceID]:
-        return in_use
+    def decided(self) -> None: ...  # one more allocation searched
 
-    def _note_nomination(self, pod: Pod) -> None:
-        return None
+    def mark_unsatisfied(self, key: NamespacedName, uid: str) -> None: ...
 
-    def _preempt_gang(self, view: GangView, index: NodeIndex, in_use: Collection[DeviceID],
-                      outcome: GangOutcome) -> bool:
-        return False
+    def clear_unsatisfied(self, key: NamespacedName) -> None: ...
 
-    def _preempting(self, mark: object) -> bool:
-        return False
+    def retry_unsatisfied(self) -> None: ...  # single pods waiting for devices look again
 
-    def _nomination_forgotten(self, key: NamespacedName) -> None:
-        return None
 
-    def _gang_init(self) -> None:
+class GangPlacer:
+    """The allocator controller's gang placement, a collaborator it owns: which gangs
+    to decide, their reservations, writes, roll-backs and status. It asks the
+    controller through `owner` (GangOwner) only, and its fellow collaborators (gate
+    etiquette, the preemptors) through their own interfaces."""
+
+    def __init__(self, tracker: Tracker, client: KubeClient, holds: Holds, settings: Any,
+                 reports: PodReporter, sem: asyncio.Semaphore, owner: GangOwner,
+                 gate_waits: GateWaits, preemptor: Preemptor, gang_preemptor: GangPreemptor,
+                 clock: Callable[[], datetime], monotonic: Callable[[], float]) -> None:
+        self.tracker = tracker
+        self.client = client
+        self.holds = holds
+        self.settings = settings
+        self.reports = reports
+        self.sem = sem
+        self.owner = owner
+        self.gate_waits = gate_waits
+        self.preemptor = preemptor
+        self.gang_preemptor = gang_preemptor
+        self.clock = clock
+        self.monotonic = monotonic
         self.gang_members = GangMembers()
         self.gang_queue: set[GangKey] = set()
         self.gang_waiting: set[GangKey] = set()  # unsatisfiable: decided again on a view change
@@ -153,17 +153,49 @@ class GangWork:
         self.gang_limit_passed: set[GangKey] = set()
         self.gangs_allocated = 0
 
+    # -- what the controller and the gang preemptor ask
+
+    def rescan(self) -> None:
+        """Every gang with a member is decided (a resync, the first pass)."""
+        self.gang_queue |= self.gang_members.rescan(self.tracker)
+
+    def again(self, gkey: GangKey) -> None:
+        """The gang is decided on the next pass."""
+        self.gang_queue.add(gkey)
+        self.owner.wake_loop()
+
+    def retry(self, gkey: GangKey) -> None:
+        """A write for the gang failed: decided again after `retry_after`."""
+        self.gang_retry_at[gkey] = self.monotonic() + self.settings.retry_after
+
+    def _gang_waits_for_gates(self, view: GangView) -> bool:
+        """Whether the gang waits whole for other controllers' gates (`gate_waits`): then
+        nothing is placed or reserved for it, each member draco gates is told which member
+        waits for which gate, and the members' gate removals wake it."""
+        kind = view.gang.kind if view.gang is not None else view.key[0]
+        members = [self.tracker.pod(k) for k in sorted(self.gang_members.pods.get(view.key, ()))]
+        wait = self.gate_waits.gang_wait(kind, view.label, members)
+        if wait is None:
+            return False
+        self._unreserve(view.key)
+        self.gang_waiting.discard(view.key)  # the members' gate removals wake it
+        for pod in wait.told:
+            self.owner.clear_unsatisfied(pod.meta.key)
+            self.owner.spawn(pod.meta.key, self.gate_waits.tell(pod.meta.key, pod.meta.uid, wait.why))
+        self._gang_write_status(view, None, GATE_WAIT)
+        return True
+
     # -- waking
 
-    def _gang_on_change(self, change: Change, pods: Collection[NamespacedName]) -> None:
+    def on_change(self, change: Change, pods: Collection[NamespacedName]) -> None:
         touched = self.gang_members.update(self.tracker, pods)
         touched |= {(r.kind, r.namespace, r.name) for r in change.objects if r.kind in GANG_KINDS}
         self.gang_queue |= touched
 
-    def _gang_view_changed(self) -> None:
+    def view_changed(self) -> None:
         self.gang_queue |= self.gang_waiting
 
-    def _gang_of(self, key: NamespacedName) -> GangKey | None:
+    def gang_of(self, key: NamespacedName) -> GangKey | None:
         """The gang the pod is decided with, None for a single pod (a PodGroup without a
         gang policy is no gang)."""
         gkey = self.gang_members.of_pod.get(key)
@@ -174,7 +206,7 @@ class GangWork:
             return None
         return gkey
 
-    def _reserved_from(self, key: NamespacedName, in_use: Collection[DeviceID]) -> Collection[DeviceID]:
+    def reserved_from(self, key: NamespacedName, in_use: Collection[DeviceID]) -> Collection[DeviceID]:
         """IN_USE for a single pod, plus the devices waiting gangs reserve from it."""
         if not self.reservations:
             return in_use
@@ -194,8 +226,7 @@ class GangWork:
     def _unreserve(self, gkey: GangKey) -> None:
         """The gang no longer keeps devices from single pods: those waiting look again."""
         if self.reservations.pop(gkey, None) is not None:
-            self.pending.update(self.unsatisfied)
-            self.wake.set()
+            self.owner.retry_unsatisfied()
 
     def next_reservation_expiry(self) -> float | None:
         """The next time a gang must be decided again on its own (a reservation's end, a
@@ -213,7 +244,7 @@ class GangWork:
         ts = gang.meta.creation_timestamp if gang is not None else None
         return (-priority, ts.timestamp() if ts is not None else float("inf"), gkey)
 
-    def _gang_step(self) -> None:
+    def step(self) -> None:
         now = self.monotonic()
         self.gang_queue |= {g for g, r in self.reservations.items() if r.until <= now}
         self.gang_queue |= {g for g, when in self.gang_retry_at.items() if when <= now}
@@ -251,14 +282,14 @@ class GangWork:
             return
         if any(c.meta.key in self.holds for m in view.pending for c in m.pending):
             return  # written, not seen back yet: the claims' events wake the gang
-        index = self._node_index()
-        if self.settings.preemption and not self._preempting(gkey):
+        index = self.owner.node_index()
+        if self.settings.preemption and not self.preemptor.busy(gkey):
             for m in view.pending:
-                self._note_nomination(m.pod)  # a new leader learns the gang's nomination here
-        in_use = self._nominated_from({m.pod.meta.key for m in view.members}, self._current_in_use())
-        outcome = place_gang(view.gang, view.members, index, self._classes, in_use,
-                             self.settings.budget, shares=self._current_shares())
-        self.decisions += 1
+                self.preemptor.note_nomination(m.pod)  # a new leader learns the gang's nomination here
+        in_use = self.preemptor.nominated_from({m.pod.meta.key for m in view.members}, self.owner.current_in_use())
+        outcome = place_gang(view.gang, view.members, index, self.owner.device_classes(), in_use,
+                             self.settings.budget, shares=self.owner.current_shares())
+        self.owner.decided()
         if outcome.allocated and outcome.placed:
             self.gang_waiting.discard(gkey)
             self._unreserve(gkey)
@@ -268,7 +299,7 @@ class GangWork:
             placing = {p.label for p in outcome.placed}
             for m in view.pending:  # a nomination of a member left waiting ends here
                 if m.label not in placing:
-                    self._nomination_forgotten(m.pod.meta.key)
+                    self.preemptor.nomination_forgotten(m.pod.meta.key)
             for placed in outcome.placed:
                 for claim, allocation in placed.allocations:
                     results = [r for r in allocation.results if not r.admin_access]
@@ -277,12 +308,12 @@ class GangWork:
                                     [(r.id, tuple(r.consumed_capacity.items()))
                                      for r in results if r.share_id])
             self.committing.add(gkey)
-            self._background(self._write_gang(view, outcome))
+            self.owner.background(self._write_gang(view, outcome))
             return
         self.gang_waiting.add(gkey)
         if outcome.allocated:  # the core is placed; extras fit nowhere yet
             for m in view.pending:  # a nomination of a member left waiting ends here
-                self._nomination_forgotten(m.pod.meta.key)
+                self.preemptor.nomination_forgotten(m.pod.meta.key)
             self._gang_write_status(view, outcome)
             return
         GANGS.labels(outcome=UNDECIDED if outcome.status == "undecided" else "Unschedulable").inc()
@@ -290,7 +321,8 @@ class GangWork:
             # an incomplete gang never holds devices: what a killed writer left is released
             self._start_roll_back(view)
         elif self.settings.preemption and outcome.status == "unsatisfiable" and \
-                self._preempt_gang(view, index, in_use, outcome):
+                self.gang_preemptor.preempt(view, index, self.owner.device_classes(), in_use,
+                                             self.owner.current_shares(), outcome):
             self._unreserve(view.key)  # the nomination keeps its devices, not a reservation
             self._gang_report(view, PREEMPTING, f"{view.gang.kind} {view.label}: "
                               f"{outcome.reason}; lower-priority pods are being preempted for "
@@ -349,7 +381,7 @@ class GangWork:
                         result = await write_claim(
                             self.client, ckey, claim.meta.uid, ref, body,
                             owner=pod.meta.uid if claim.name in generated else None,
-                            still_free=lambda ckey=ckey, devices=devices: self._still_free(ckey, devices),  # type: ignore[misc]
+                            still_free=lambda ckey=ckey, devices=devices: self.owner.still_free(ckey, devices),  # type: ignore[misc]
                             resource_version=claim.meta.resource_version)
                         if not result.ok:
                             log.warning("gang claim write refused; the gang is decided again",
@@ -375,7 +407,7 @@ class GangWork:
                 self.gang_retry_at[view.key] = self.monotonic() + self.settings.retry_after
             else:
                 self.gang_queue.add(view.key)
-            self.wake.set()
+            self.owner.wake_loop()
             return
         self.gangs_allocated += 1
         for placed in outcome.placed:
@@ -387,14 +419,14 @@ class GangWork:
                 member.pod.meta.key, member.pod.meta.uid, "Allocated",
                 f"gang {view.label}: allocated on node {placed.node}{where} ({named})")
         self._gang_write_status(view, outcome)
-        self.wake.set()
+        self.owner.wake_loop()
 
     def _start_roll_back(self, view: GangView) -> None:
         """Release what the gang's placed, still gated members hold; the gang is not
         decided meanwhile (a decision seeing half-released members could roll forward
         onto claims about to go)."""
         self.committing.add(view.key)
-        self._background(self._roll_back(view))
+        self.owner.background(self._roll_back(view))
 
     async def _roll_back(self, view: GangView) -> None:
         try:
@@ -416,7 +448,7 @@ class GangWork:
         finally:
             self.committing.discard(view.key)
             self.gang_queue.add(view.key)
-            self.wake.set()
+            self.owner.wake_loop()
 
     def _forget_gang(self, gkey: GangKey) -> None:
         for table in (self.gang_status, self.gang_reports, self.gang_since, self.gang_retry_at):
@@ -432,8 +464,8 @@ class GangWork:
         self.gang_reports[view.key] = message
         log.warning("gang waits", gang=view.label, reason=reason, message=message)
         for m in view.pending:
-            self.unsatisfied[m.pod.meta.key] = m.pod.meta.uid
-            self._spawn(m.pod.meta.key, self._report(
+            self.owner.mark_unsatisfied(m.pod.meta.key, m.pod.meta.uid)
+            self.owner.spawn(m.pod.meta.key, self.owner.report(
                 m.pod.meta.key, m.pod.meta.uid, reason, message))
 
     def _gang_write_status(self, view: GangView, outcome: GangOutcome | None,
@@ -467,7 +499,7 @@ class GangWork:
         status = {**body, "conditions": [{
             "type": "Allocated", "status": cond[0], "reason": cond[1], "message": cond[2][:32768],
             "lastTransitionTime": since, "observedGeneration": view.gang.meta.generation}]}
-        self._background(self._patch_gang_status(view.key, status))
+        self.owner.background(self._patch_gang_status(view.key, status))
 
     async def _patch_gang_status(self, gkey: GangKey, status: dict[str, Any]) -> None:
         with guarded("allocator", "gang-status", kind=gkey[0], namespace=gkey[1], name=gkey[2]):
@@ -479,4 +511,4 @@ class GangWork:
                             status=resp.status)
 
 
-__all__ = ["DEFAULT_WAIT_S", "UNDECIDED", "GangWork", "Reservation"]
+__all__ = ["DEFAULT_WAIT_S", "UNDECIDED", "GangOwner", "GangPlacer", "Reservation"]

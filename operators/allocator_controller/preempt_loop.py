@@ -1,11 +1,11 @@
 """Preemption in the allocator controller (opt-in: `draco run --preemption`, the chart's
-`preemption.enabled`): the shell around `allocator.preemption.select_victims`.
+`preemption.enabled`): the shell around `preemption.preemption.select_victims`.
 
 When a gated pod's claims cannot be allocated (unsatisfiable, not an error), its
 `preemptionPolicy` is not `Never`, and lower-priority running pods hold devices that
 would let it fit, draco
 
-1. records the nomination on the preemptor pod (`allocator.nomination`) before any
+1. records the nomination on the preemptor pod (`preemption.nomination`) before any
    victim is touched: the nominated devices, the victims, a deadline;
 2. evicts the victims as the eviction controller does: `DisruptionTarget` condition
    (reason `PreemptionByDraco`), then a graceful delete with the pod's own grace period
@@ -25,16 +25,22 @@ no new ones.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from prometheus_client import Counter, Gauge
 
-from operators.allocator.holds import Reserved
 from operators.allocator.nodes import NodeIndex
-from operators.allocator.nomination import (
+from operators.allocator.reserved import Reserved
+from operators.allocator.search import NOMINATED_TAINT
+from operators.kube.client import KubeClient
+from operators.kube.conditions import rfc3339
+from operators.kube.pod_reports import PodReporter
+from operators.model import DeviceClass, DeviceID, ModelError, NamespacedName, Pod
+from operators.model.disruption import DisruptionBudget, parse_disruption_budget
+from operators.preemption.nomination import (
     NOMINATION_ANNOTATION,
     Nomination,
     nominated_devices,
@@ -42,15 +48,10 @@ from operators.allocator.nomination import (
     parse_device,
     parse_victim,
 )
-from operators.allocator.preemption import Prepared, prepare, select_victims
-from operators.allocator.preemption_inputs import gang_units, running_pods
-from operators.allocator.search import NOMINATED_TAINT
-from operators.kube.client import KubeClient
-from operators.kube.conditions import rfc3339
-from operators.kube.pod_reports import PodReporter
-from operators.model import DeviceClass, DeviceID, ModelError, NamespacedName, Pod
-from operators.model.disruption import DisruptionBudget, parse_disruption_budget
+from operators.preemption.preemption import Prepared, prepare, select_victims
+from operators.preemption.preemption_inputs import gang_units, running_pods
 from operators.tracker import Tracker
+from operators.tracker.gangs import GangKey
 
 log = structlog.get_logger("draco.allocator")
 
@@ -81,17 +82,38 @@ def fence_rule(uid: str, device: DeviceID) -> dict[str, Any]:
                      "taint": {"key": NOMINATED_TAINT, "value": uid, "effect": "NoSchedule"}}}
 
 
-class PreemptionWork:
-    """Mixed into AllocatorController (tracker, client, settings, clock, reports, the
-    node index and the background task machinery)."""
+class PreemptionOwner(Protocol):
+    """What the preemptor asks of the controller that owns it: to run its writes beside
+    the loop, and to decide a pod or a gang again."""
 
-    tracker: Tracker
-    client: KubeClient
-    settings: Any
-    reports: PodReporter
-    _classes: dict[str, DeviceClass]
+    def spawn(self, key: NamespacedName, coro: Coroutine[Any, Any, None]) -> None: ...
 
-    def _preempt_init(self) -> None:
+    def background(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+    def retry(self, key: NamespacedName) -> None: ...  # decided again after retry_after
+
+    def decide_again(self, key: NamespacedName | None) -> None: ...  # None: only wake the loop
+
+    def decide_gang_again(self, gkey: GangKey) -> None: ...
+
+    def retry_gang(self, gkey: GangKey) -> None: ...
+
+
+class Preemptor:
+    """The allocator controller's preemption, a collaborator it owns: the standing
+    nominations and what this process knows of them (fences, victims evicted, the
+    victims' view), the victim choice for one pod and the writes that follow. The
+    controller asks through the methods below; the preemptor asks back through its
+    `owner` (PreemptionOwner) only."""
+
+    def __init__(self, tracker: Tracker, client: KubeClient, settings: Any, reports: PodReporter,
+                 owner: PreemptionOwner, clock: Callable[[], datetime]) -> None:
+        self.tracker = tracker
+        self.client = client
+        self.settings = settings
+        self.reports = reports
+        self.owner = owner
+        self.clock = clock
         self.nominations: dict[NamespacedName, Nomination] = {}
         self.nominee_uids: dict[NamespacedName, str] = {}
         self.evicted: set[str] = set()  # victim UIDs whose eviction was accepted
@@ -99,7 +121,7 @@ class PreemptionWork:
         self.fenced: set[str] = set()  # nominee UIDs whose fences this draco wrote
         self.prepared: Prepared | None = None  # victim selection's view of the claims
         self.unreadable: set[NamespacedName] = set()  # pods whose nomination was warned about
-        self.budgets: list[DisruptionBudget] = []  # refreshed by _load_budgets
+        self.budgets: list[DisruptionBudget] = []  # refreshed by load_budgets
         # pods (or gangs) whose nomination or evictions are being written: left alone
         # until the task ends, so that no victim is evicted twice nor the pod nominated anew
         self.preempting: set[object] = set()
@@ -109,14 +131,14 @@ class PreemptionWork:
 
     # -- hooks the controller calls ------------------------------------------------------
 
-    def _preempt_on_change(self, claims_or_pods_changed: bool) -> None:
+    def on_change(self, claims_or_pods_changed: bool) -> None:
         if claims_or_pods_changed:
             self.prepared = None
 
-    def _preempting(self, mark: object) -> bool:
+    def busy(self, mark: object) -> bool:
         return mark in self.preempting
 
-    def _preemption_task(self, mark: object, coro: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None]:
+    def task(self, mark: object, coro: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None]:
         """CORO, with MARK (a pod's or a gang's key) left alone while it runs."""
         self.preempting.add(mark)
 
@@ -125,13 +147,12 @@ class PreemptionWork:
                 await coro
             finally:
                 self.preempting.discard(mark)
-                if isinstance(mark, NamespacedName):  # a pod: decided again now
-                    self.pending.add(mark)  # type: ignore[attr-defined]
-                self.wake.set()  # type: ignore[attr-defined]
+                # a pod is decided again now; for a gang, only the loop is woken
+                self.owner.decide_again(mark if isinstance(mark, NamespacedName) else None)
 
         return task()
 
-    def _note_nomination(self, pod: Pod) -> None:
+    def note_nomination(self, pod: Pod) -> None:
         """Keep the pod's nomination as the API has it (a new leader learns it here)."""
         if pod.meta.key in self.preempting:
             return  # being written: the tracker's copy says nothing yet
@@ -150,70 +171,70 @@ class PreemptionWork:
         else:
             self.nominations[pod.meta.key] = nomination
             self.nominee_uids[pod.meta.key] = pod.meta.uid
-        self._age()
+        self.age()
 
-    def _nominated_from(self, own: Collection[NamespacedName],
+    def nominated_from(self, own: Collection[NamespacedName],
                         in_use: Collection[DeviceID]) -> Collection[DeviceID]:
         """IN_USE for the pods OWN (one pod, or a gang's members), plus the devices
         standing nominations promise to others."""
         if not self.nominations:
             return in_use
         others = ((k, n) for k, n in self.nominations.items() if k not in own)
-        extra = frozenset(nominated_devices(others, self.clock()))  # type: ignore[attr-defined]
+        extra = frozenset(nominated_devices(others, self.clock()))
         return Reserved(in_use, extra) if extra else in_use  # in use, plus others' nominations
 
-    def _nomination_done(self, key: NamespacedName, uid: str) -> None:
+    def nomination_done(self, key: NamespacedName, uid: str) -> None:
         """The preemptor is allocated: its nomination ends."""
         nomination = self.nominations.pop(key, None)
         self.unconfirmed.discard(key)
         if nomination is not None:
             PREEMPTIONS.labels(outcome="allocated").inc()
-            self._age()
+            self.age()
             self.nominee_uids.pop(key, None)
-            self._background(self._clear(key, uid))  # type: ignore[attr-defined]
-            self._background(self._unfence(uid, nomination.devices))  # type: ignore[attr-defined]
+            self.owner.background(self.clear(key, uid))
+            self.owner.background(self.unfence(uid, nomination.devices))
 
-    def _nomination_forgotten(self, key: NamespacedName) -> None:
+    def nomination_forgotten(self, key: NamespacedName) -> None:
         """The pod is no longer draco's to allocate (gone, or its gate removed): a
         nomination still on it is removed, never left behind."""
         nomination = self.nominations.pop(key, None)
         self.unreadable.discard(key)
         self.unconfirmed.discard(key)
         uid = self.nominee_uids.pop(key, "")
-        self._age()
+        self.age()
         if nomination is not None and uid:
-            self._background(self._unfence(uid, nomination.devices))  # type: ignore[attr-defined]
+            self.owner.background(self.unfence(uid, nomination.devices))
         pod = self.tracker.pod(key)
         if pod is not None and NOMINATION_ANNOTATION in pod.meta.annotations:
-            self._background(self._clear(key, pod.meta.uid))  # type: ignore[attr-defined]
+            self.owner.background(self.clear(key, pod.meta.uid))
 
-    def _preempt(self, key: NamespacedName, pod: Pod, index: NodeIndex,
-                 in_use: Collection[DeviceID]) -> bool:
+    def preempt(self, key: NamespacedName, pod: Pod, index: NodeIndex, classes: dict[str, DeviceClass],
+                in_use: Collection[DeviceID]) -> bool:
         """Called when POD cannot be allocated. True: a nomination stands (victims are
         going); False: preemption does not help, report as unschedulable."""
-        now = self.clock()  # type: ignore[attr-defined]
+        now = self.clock()
         if key in self.preempting:
             return True  # its nomination or evictions are being written: decided again after
         standing = self.nominations.get(key)
         if standing is not None and not standing.expired(now):
             if pod.meta.uid not in self.fenced:  # a new leader fences what it finds
                 self.fenced.add(pod.meta.uid)
-                self._background(self._fence(pod.meta.uid, standing.devices))  # type: ignore[attr-defined]
-            self._spawn_evictions(key, pod, standing)
+                self.owner.background(self.fence(pod.meta.uid, standing.devices))
+            self.spawn_evictions(key, pod, standing)
             return True
         if standing is not None:  # the deadline passed: choose again, from scratch
             self.nominations.pop(key, None)
             self.unconfirmed.discard(key)
             PREEMPTIONS.labels(outcome="expired").inc()
-        if not self._choose(key, pod, index, in_use, now, standing):
+        if not self._choose(key, pod, index, classes, in_use, now, standing):
             if standing is not None:  # no new nomination replaces it: it goes
-                self._background(self._clear(key, pod.meta.uid))  # type: ignore[attr-defined]
-                self._background(self._unfence(pod.meta.uid, standing.devices))  # type: ignore[attr-defined]
+                self.owner.background(self.clear(key, pod.meta.uid))
+                self.owner.background(self.unfence(pod.meta.uid, standing.devices))
             return False
         return True
 
-    def _choose(self, key: NamespacedName, pod: Pod, index: NodeIndex, in_use: Collection[DeviceID],
-                now: datetime, stale: Nomination | None) -> bool:
+    def _choose(self, key: NamespacedName, pod: Pod, index: NodeIndex, classes: dict[str, DeviceClass],
+                in_use: Collection[DeviceID], now: datetime, stale: Nomination | None) -> bool:
         """Victims for POD, nominated (True), or none that help (False). STALE: the pod's
         expired nomination, which the new one replaces (its fences go first)."""
         if pod.preemption_policy == "Never":
@@ -225,7 +246,7 @@ class PreemptionWork:
             return False
         if self.prepared is None:  # kept until a claim, pod or allocation changes
             self.prepared = prepare(running_pods(self.tracker), self.tracker.claims())
-        decision = select_victims(pod, pending, allocated, (), index, self._classes, in_use, (),
+        decision = select_victims(pod, pending, allocated, (), index, classes, in_use, (),
                                   self.budgets, gang_units(self.tracker),
                                   self.settings.budget, prepared=self.prepared)
         if decision.verdict != "preempt":
@@ -236,9 +257,9 @@ class PreemptionWork:
             now + timedelta(seconds=self.settings.nomination_timeout))
         self.nominations[key] = nomination
         self.nominee_uids[key] = pod.meta.uid
-        self._age()
+        self.age()
         PREEMPTIONS.labels(outcome="nominated").inc()
-        self._spawn(key, self._preemption_task(key, self._nominate(  # type: ignore[attr-defined]
+        self.owner.spawn(key, self.task(key, self._nominate(
             key, pod.meta.uid, nomination, decision.reason, stale)))
         return True
 
@@ -250,7 +271,7 @@ class PreemptionWork:
         a nomination the next one finishes. STALE's fences on devices the new nomination
         does not keep go first (the same device keeps its fence: names are per device)."""
         if stale is not None:
-            await self._unfence(uid, tuple(d for d in stale.devices if d not in nomination.devices))
+            await self.unfence(uid, tuple(d for d in stale.devices if d not in nomination.devices))
         path = f"/api/v1/namespaces/{key.namespace}/pods/{key.name}"
         resp = await self.client.merge_patch(path, {"metadata": {
             "uid": uid, "annotations": {NOMINATION_ANNOTATION: nomination.to_annotation()}}})
@@ -258,27 +279,27 @@ class PreemptionWork:
             log.warning("cannot record the nomination; deciding again later", kind="Pod",
                         namespace=key.namespace, name=key.name, status=resp.status)
             self.nominations.pop(key, None)
-            self._retry(key)  # type: ignore[attr-defined]
+            self.owner.retry(key)
             return
         self.unconfirmed.add(key)
-        await self._nominated_node(key, uid, nomination.node)
+        await self.nominated_node(key, uid, nomination.node)
         self.fenced.add(uid)
-        await self._fence(uid, nomination.devices)
+        await self.fence(uid, nomination.devices)
         victims = ", ".join(f"{v.namespace}/{v.name}" for v in nomination.victims)
         log.info("preempting", kind="Pod", namespace=key.namespace, name=key.name,
                  victims=victims, node=nomination.node, devices=[str(d) for d in nomination.devices])
         await self.reports.event(key, uid, "Preempting",
                                  f"evicting {victims} for devices "
                                  f"{', '.join(str(d) for d in nomination.devices)}: {why}")
-        await self._evict_all(key, nomination)
+        await self.evict_all(key, nomination)
 
-    def _spawn_evictions(self, key: NamespacedName, pod: Pod, nomination: Nomination,
+    def spawn_evictions(self, key: NamespacedName, pod: Pod, nomination: Nomination,
                          mark: object = None) -> None:
         """A standing nomination whose victims are not all gone (a new leader, a failed
         eviction): evict those that remain, and no one else."""
         if any(self._victim_pod(v) is not None for v in nomination.victims):
-            self._spawn(key, self._preemption_task(  # type: ignore[attr-defined]
-                mark if mark is not None else key, self._evict_all(key, nomination)))
+            self.owner.spawn(key, self.task(
+                mark if mark is not None else key, self.evict_all(key, nomination)))
 
     def _victim_pod(self, key: NamespacedName) -> Pod | None:
         pod = self.tracker.pod(key)
@@ -286,7 +307,7 @@ class PreemptionWork:
             return None
         return pod
 
-    async def _evict_all(self, key: NamespacedName, nomination: Nomination) -> None:
+    async def evict_all(self, key: NamespacedName, nomination: Nomination) -> None:
         for victim in nomination.victims:
             pod = self._victim_pod(victim)
             if pod is not None:
@@ -297,7 +318,7 @@ class PreemptionWork:
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
         message = f"preempted by draco for the higher-priority pod {preemptor.namespace}/{preemptor.name}"
         cond = {"type": "DisruptionTarget", "status": "True", "reason": PREEMPTION_REASON,
-                "message": message, "lastTransitionTime": rfc3339(self.clock())}  # type: ignore[attr-defined]
+                "message": message, "lastTransitionTime": rfc3339(self.clock())}
         patched = await self.client.strategic_patch(
             f"{path}/status", {"metadata": {"uid": uid}, "status": {"conditions": [cond]}})
         if patched.status in (404, 409):
@@ -323,7 +344,7 @@ class PreemptionWork:
             log.warning("cannot evict the victim; trying again on the next decision",
                         kind="Pod", namespace=ns, name=name, status=resp.status)
 
-    async def _clear(self, key: NamespacedName, uid: str) -> None:
+    async def clear(self, key: NamespacedName, uid: str) -> None:
         path = f"/api/v1/namespaces/{key.namespace}/pods/{key.name}"
         resp = await self.client.merge_patch(path, {"metadata": {
             "uid": uid, "annotations": {NOMINATION_ANNOTATION: None}}})
@@ -331,9 +352,9 @@ class PreemptionWork:
             log.warning("cannot remove the nomination", kind="Pod", namespace=key.namespace,
                         name=key.name, status=resp.status)
         if resp.status not in (404, 409):
-            await self._nominated_node(key, uid, None)
+            await self.nominated_node(key, uid, None)
 
-    async def _nominated_node(self, key: NamespacedName, uid: str, node: str | None) -> None:
+    async def nominated_node(self, key: NamespacedName, uid: str, node: str | None) -> None:
         """kube-scheduler's words for a nomination: `status.nominatedNodeName` (through
         pods/status), set when the nominated devices are all on one node and cleared
         with the nomination; the annotation stays the record draco reads back."""
@@ -344,7 +365,7 @@ class PreemptionWork:
             log.warning("cannot write the pod's nominatedNodeName", kind="Pod",
                         namespace=key.namespace, name=key.name, node=node, status=resp.status)
 
-    async def _fence(self, uid: str, devices: tuple[DeviceID, ...]) -> None:
+    async def fence(self, uid: str, devices: tuple[DeviceID, ...]) -> None:
         """Keep kube-scheduler off the nominated devices: a NoSchedule DeviceTaintRule of
         upstream's per device. Where the API is not served (1.34; 1.36 with its beta off)
         there is no fence: draco's own allocator still keeps them, by the nomination."""
@@ -362,7 +383,7 @@ class PreemptionWork:
                 log.warning("cannot fence a nominated device", device=str(device),
                             status=resp.status)
 
-    async def _unfence(self, uid: str, devices: tuple[DeviceID, ...]) -> None:
+    async def unfence(self, uid: str, devices: tuple[DeviceID, ...]) -> None:
         if self.fence_served is False:
             return
         for device in devices:
@@ -371,7 +392,7 @@ class PreemptionWork:
                 log.warning("cannot remove a nominated device's fence", device=str(device),
                             status=resp.status)
 
-    async def _sweep_fences(self) -> None:
+    async def sweep_fences(self) -> None:
         """Fences whose nominee no longer stands (a draco that died before removing them):
         removed. Run when preemption starts and at each nomination timeout."""
         if self.fence_served is False:
@@ -383,7 +404,7 @@ class PreemptionWork:
         if not resp.ok or not isinstance(resp.body, dict):
             return
         self.fence_served = True
-        now = self.clock()  # type: ignore[attr-defined]
+        now = self.clock()
         standing = {p.meta.uid for p in self.tracker.pods()
                     if (n := nomination_of(p)) is not None and not n.expired(now)}
         for rule in resp.body.get("items") or []:
@@ -396,7 +417,7 @@ class PreemptionWork:
 
     # -- reads --------------------------------------------------------------------------
 
-    async def _load_budgets(self) -> None:
+    async def load_budgets(self) -> None:
         """The PodDisruptionBudgets victim selection orders by (the tracker keeps none),
         refreshed before preemption decisions; a failure leaves the last list (the API
         server still enforces budgets with --use-eviction-api)."""
@@ -412,14 +433,14 @@ class PreemptionWork:
                             why=str(e))
         self.budgets = budgets
 
-    def _age(self) -> None:
+    def age(self) -> None:
         if not self.nominations:
             self.evicted.clear()  # only standing nominations' victims matter: bounded by them
             self.fenced.clear()
-        now: datetime = self.clock()  # type: ignore[attr-defined]
+        now: datetime = self.clock()
         timeout = timedelta(seconds=self.settings.nomination_timeout)
         ages = [(now - (n.deadline - timeout)).total_seconds() for n in self.nominations.values()]
         NOMINATION_AGE.set(max(ages, default=0.0))
 
 
-__all__ = ["NOMINATION_AGE", "PREEMPTIONS", "PREEMPTION_REASON", "VICTIMS", "PreemptionWork"]
+__all__ = ["NOMINATION_AGE", "PREEMPTIONS", "PREEMPTION_REASON", "VICTIMS", "PreemptionOwner", "Preemptor"]

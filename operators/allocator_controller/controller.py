@@ -56,7 +56,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -66,11 +66,6 @@ from prometheus_client import Counter
 
 from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker, shares_from_tracker
 from operators.allocator.capacity import Shares
-from operators.allocator.claim_writer import WriteResult, pod_reference, release_claim, write_claim
-from operators.allocator.gang_loop import PREEMPTING, GangWork
-from operators.allocator.gang_preempt_loop import GangPreemptionWork
-from operators.allocator.gate_waits import GATE_WAIT, GateWork
-from operators.allocator.holds import DEFAULT_TTL, Holds, InUse
 from operators.allocator.inventory import inventory_from_tracker
 from operators.allocator.nodes import (
     NodeIndex,
@@ -80,7 +75,6 @@ from operators.allocator.nodes import (
     filter_shape,
     place,
 )
-from operators.allocator.nomination import NOMINATION_ANNOTATION
 from operators.allocator.pod_claims import (
     GATE,
     Blocked,
@@ -93,6 +87,17 @@ from operators.allocator.pod_claims import (
     node_choice,
     pod_work,
 )
+from operators.allocator_controller.claim_writer import (
+    WriteResult,
+    pod_reference,
+    release_claim,
+    write_claim,
+)
+from operators.allocator_controller.gang_loop import PREEMPTING, GangPlacer
+from operators.allocator_controller.gang_preempt_loop import GangPreemptor
+from operators.allocator_controller.gate_waits import GATE_WAIT, GateWaits
+from operators.allocator_controller.holds import DEFAULT_TTL, Holds, InUse
+from operators.allocator_controller.preempt_loop import Preemptor
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.metrics import gated_pod_done
@@ -102,8 +107,9 @@ from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, NamespacedName
 from operators.model.binding import BINDING_TIMEOUT_S
 from operators.model.nodes import NodeInfo, parse_node
+from operators.preemption.nomination import NOMINATION_ANNOTATION
 from operators.tracker import Change, Tracker
-from operators.tracker.gangs import GANG_KINDS
+from operators.tracker.gangs import GANG_KINDS, GangKey
 
 log = structlog.get_logger("draco.allocator")
 
@@ -137,7 +143,7 @@ class AllocatorSettings:
     act_beside: frozenset[str] = frozenset()  # other gates draco may act beside ("*": all)
 
 
-class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork):
+class AllocatorController(KeyedPassLoop):
     name = "allocator"
 
     def __init__(self, tracker: Tracker, client: KubeClient, settings: AllocatorSettings | None = None,
@@ -159,6 +165,8 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
         self.binding_at: dict[NamespacedName, float] = {}  # monotonic: a binding times out
         self.stale: set[NamespacedName] = set()  # the last write found its claim changed
         self.reported: dict[NamespacedName, Reported] = {}
+        self.gate_waits = GateWaits(self.reports, self.reported, self.settings.gate,
+                                    self.settings.act_beside, clock, monotonic)
         self.nodes: dict[str, NodeInfo] = {}  # labels, taints, cordon
         self.nodes_listed = False
         self._index: NodeIndex | None = None
@@ -172,8 +180,10 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
         self.decisions = 0  # allocations searched (tests assert work per event with it)
         self.passes = 0
         self._rescan = True
-        self._gang_init()
-        self._preempt_init()
+        self.preemptor = Preemptor(tracker, client, self.settings, self.reports, self, clock)
+        self.gang_preemptor = GangPreemptor(self.preemptor)
+        self.gangs = GangPlacer(tracker, client, self.holds, self.settings, self.reports, self.sem, self,
+                                self.gate_waits, self.preemptor, self.gang_preemptor, clock, monotonic)
         self._budgets_at = -1e9
         self._swept_at = -1e9
         self._init_loop()
@@ -193,8 +203,8 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
             self.holds.settle(key, self.tracker.claim(key))
             woken.update(self.tracker.pods_of_claim(key))
         self.pending |= woken
-        self._gang_on_change(change, woken)
-        self._preempt_on_change(bool(change.claims or change.pods or change.allocations))
+        self.gangs.on_change(change, woken)
+        self.preemptor.on_change(bool(change.claims or change.pods or change.allocations))
         device_objects = any(r.kind not in GANG_KINDS for r in change.objects)
         if change.devices or change.pools or change.slices or change.device_classes or device_objects:
             self._index = None
@@ -216,7 +226,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
 
     def _view_changed(self) -> None:
         self.pending.update(self.unsatisfied)
-        self._gang_view_changed()
+        self.gangs.view_changed()
 
     def node_event(self, etype: str, body: Mapping[str, Any]) -> None:
         """A Node watch event: where devices can be used, or which pods a node takes,
@@ -265,15 +275,15 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
         if self._rescan:
             self._rescan = False
             keys = {p.key for p in self.tracker.pods() if p.has_gate(self.settings.gate)}
-            self.gang_queue |= self.gang_members.rescan(self.tracker)
-        self._gang_step()  # gangs first: a pass never gives their devices to single pods
+            self.gangs.rescan()
+        self.gangs.step()  # gangs first: a pass never gives their devices to single pods
         if self.settings.preemption and self.unsatisfied and \
                 now - self._budgets_at >= self.settings.budgets_refresh:
             self._budgets_at = now
-            await self._load_budgets()  # victim selection orders by disruption budgets
+            await self.preemptor.load_budgets()  # victim selection orders by disruption budgets
         if self.settings.preemption and now - self._swept_at >= self.settings.nomination_timeout:
             self._swept_at = now
-            await self._sweep_fences()  # fences a dead draco left behind
+            await self.preemptor.sweep_fences()  # fences a dead draco left behind
         keys |= self.pending
         self.pending = set()
         keys |= {k for k, when in self.retry_at.items() if when <= now}
@@ -281,7 +291,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
         for key in sorted(keys, key=self._queue_order):
             self._consider(key, now)
         soonest = list(self.retry_at.values()) + list(self.binding_at.values())
-        for expiry in (self.holds.next_expiry(), self.next_reservation_expiry()):
+        for expiry in (self.holds.next_expiry(), self.gangs.next_reservation_expiry()):
             if expiry is not None:
                 soonest.append(expiry)
         if not soonest:
@@ -301,15 +311,15 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
                             self.settings.binding_timeout, self.settings.act_beside)
             if isinstance(work, NotOurs):
                 self._forget(key)
-                self._nomination_forgotten(key)
+                self.preemptor.nomination_forgotten(key)
                 return
             if self._deferred(key, now):
                 return
             self.binding_at.pop(key, None)
             if isinstance(work, GateWait):
                 self.unsatisfied.pop(key, None)
-                if self._gang_of(key) is None:  # a gang's members are told by the gang
-                    self._spawn(key, self._gate_wait(key, work.uid, work.why))
+                if self.gangs.gang_of(key) is None:  # a gang's members are told by the gang
+                    self._spawn(key, self.gate_waits.tell(key, work.uid, work.why))
                 return
             if isinstance(work, Waiting):
                 return  # woken by the claim or pod update that ends the wait
@@ -317,7 +327,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
                 self._spawn(key, self._release(key, work))
                 return
             if isinstance(work, Done):
-                self._nomination_done(key, work.uid)
+                self.preemptor.nomination_done(key, work.uid)
                 if work.deadline is not None:  # looked at again when the binding times out
                     self.binding_at[key] = now + max((work.deadline - self.clock()).total_seconds(), 0)
                 self.unsatisfied.pop(key, None)
@@ -328,12 +338,12 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
             if isinstance(work, Blocked):
                 self.unsatisfied[key] = work.uid
                 OUTCOMES.labels(outcome=UNSCHEDULABLE).inc()
-                self._spawn(key, self._report(key, work.uid, UNSCHEDULABLE, work.message))
+                self._spawn(key, self.report(key, work.uid, UNSCHEDULABLE, work.message))
                 return
-            if self._gang_of(key) is not None and work.pending:
+            if self.gangs.gang_of(key) is not None and work.pending:
                 return  # decided with its gang (queued when the pod or its gang changed)
             if self.settings.preemption:
-                self._note_nomination(work.pod)
+                self.preemptor.note_nomination(work.pod)
             self._decide(key, work)
 
     def _decide(self, key: NamespacedName, work: Work) -> None:
@@ -346,10 +356,11 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
             if not placement.allocated:
                 outcome = placement.outcome
                 if self.settings.preemption and outcome.status == "unsatisfiable" and \
-                        self._preempt(key, work.pod, self._node_index(), self._nominated_from(
-                            (key,), self._reserved_from(key, self._current_in_use()))):
+                        self.preemptor.preempt(key, work.pod, self.node_index(), self._classes,
+                                               self.preemptor.nominated_from(
+                                                   (key,), self.gangs.reserved_from(key, self.current_in_use()))):
                     self.unsatisfied[key] = work.uid  # decided again as the victims go
-                    self._spawn(key, self._report(
+                    self._spawn(key, self.report(
                         key, work.uid, PREEMPTING, f"{outcome.reason or outcome.status}; "
                         "lower-priority pods are being preempted for it (see the "
                         f"{NOMINATION_ANNOTATION} annotation)"))
@@ -363,7 +374,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
                 message = (f"{outcome.reason or outcome.status}{within}; the scheduling gate "
                            f"{self.settings.gate} stays, and draco tries again when devices, "
                            "claims, device classes, nodes, taint rules or patches change")
-                self._spawn(key, self._report(key, work.uid, reason, message))
+                self._spawn(key, self.report(key, work.uid, reason, message))
                 return
             for i, claim in enumerate(work.pending):
                 results = [r for r in placement.outcome.allocations[i].results if not r.admin_access]
@@ -374,7 +385,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
         self._spawn(key, self._write(key, work, placement))
 
     def _place(self, work: Work) -> Placement:
-        index = self._node_index()
+        index = self.node_index()
         shape = None if work.allocated else filter_shape(work.pod)
         found = index.filtered.get(shape) if shape is not None else None
         if found is None:
@@ -388,16 +399,16 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
         self._allowed_text = f": {shown}" if allowed else ": none"
         view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
         view.nodes = allowed
-        in_use = self._nominated_from((work.pod.meta.key,),
-                                      self._reserved_from(work.pod.meta.key, self._current_in_use()))
+        in_use = self.preemptor.nominated_from(
+            (work.pod.meta.key,), self.gangs.reserved_from(work.pod.meta.key, self.current_in_use()))
         placement = place(list(work.pending), view, self._classes, in_use,
                           self.settings.budget, refused=refused, start=self._next_start,
-                          shares=self._current_shares())
+                          shares=self.current_shares())
         if allowed:
             self._next_start = (self._next_start + placement.examined) % len(allowed)
         return placement
 
-    def _node_index(self) -> NodeIndex:
+    def node_index(self) -> NodeIndex:
         if self._index is None:
             nodes = [node for _, node in sorted(self.nodes.items())]
             self._index = NodeIndex(inventory_from_tracker(self.tracker), nodes)
@@ -407,12 +418,12 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
         self._nodes_changed = set()
         return self._index
 
-    def _current_in_use(self) -> InUse:
+    def current_in_use(self) -> InUse:
         if self._taken is None:
             self._taken = set(in_use_from_tracker(self.tracker))
         return InUse(self._taken, self.holds)
 
-    def _current_shares(self) -> Shares:
+    def current_shares(self) -> Shares:
         """What other claims' shares of multi-allocatable devices consume: those the
         tracker shows, plus those decided here and not yet seen back (held)."""
         if self._shares is None:
@@ -425,7 +436,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
             out.add(device, consumed)
         return out
 
-    def _still_free(self, claim: NamespacedName, devices: Iterable[DeviceID]) -> bool:
+    def still_free(self, claim: NamespacedName, devices: Iterable[DeviceID]) -> bool:
         """No other claim holds any of the devices whole in the tracker's view right now
         (shares of a multi-allocatable device leave it to others; the decision's hold
         kept other decisions of this process off it until the write is seen back)."""
@@ -448,7 +459,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
             await self.reports.event(key, work.uid, "BindingFailed",
                                      f"{message}; released, to be allocated again", "Warning")
         if g.failed:
-            self._retry(key)
+            self.retry(key)
 
     def _forget(self, key: NamespacedName) -> None:
         self.stale.discard(key)
@@ -476,7 +487,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
                     result = await write_claim(
                         self.client, ckey, claim.meta.uid, ref, allocation,
                         owner=work.uid if claim.name in work.generated else None,
-                        still_free=lambda ckey=ckey, devices=devices: self._still_free(ckey, devices),  # type: ignore[misc]
+                        still_free=lambda ckey=ckey, devices=devices: self.still_free(ckey, devices),  # type: ignore[misc]
                         resource_version=claim.meta.resource_version)
                     if not result.ok:
                         self._abandon(key, [c.meta.key for c in pending[i:]], result, claim.name)
@@ -491,7 +502,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
             for claim in pending:
                 if self.holds.written_at(claim.meta.key) is None:
                     self.holds.release(claim.meta.key)
-            self._retry(key)
+            self.retry(key)
             return
         self.stale.discard(key)
         self.allocated_total += 1
@@ -507,17 +518,17 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
         if result.outcome == "failed":
             log.warning("cannot write the claim; retrying later", status=result.status,
                         retry_after=self.settings.retry_after, **log_fields)
-            self._retry(key)
+            self.retry(key)
         elif key in self.stale:
             # Stale twice in a row: the tracker has not caught up, or the claim cannot be
             # ours (not created for the pod). Not a hot loop: retried after retry_after.
             log.warning("claim changed under the write again; retrying later", **log_fields)
             self.stale.discard(key)
-            self._retry(key)
+            self.retry(key)
             found = self.tracker.pod(key)
             uid = found.meta.uid if found is not None else ""
             if uid and "not created for this pod" in result.message:
-                self._background(self._report(key, uid, UNSCHEDULABLE,
+                self._background(self.report(key, uid, UNSCHEDULABLE,
                                               f"claim {claim}: {result.message}"))
         else:
             log.info("claim changed under the write; deciding again", **log_fields)
@@ -525,12 +536,54 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
             self.pending.add(key)
             self.wake.set()
 
-    def _retry(self, key: NamespacedName) -> None:
+    # -- what the preemptors ask of their owner (preempt_loop.PreemptionOwner; retry is
+    # the controller's own)
+
+    def spawn(self, key: NamespacedName, coro: Coroutine[Any, Any, None]) -> None:
+        self._spawn(key, coro)
+
+    def background(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._background(coro)
+
+    def decide_again(self, key: NamespacedName | None) -> None:
+        if key is not None:
+            self.pending.add(key)
+        self.wake.set()
+
+    def decide_gang_again(self, gkey: GangKey) -> None:
+        self.gangs.again(gkey)
+
+    def retry_gang(self, gkey: GangKey) -> None:
+        self.gangs.retry(gkey)
+
+    # -- what the gang placer asks of its owner (gang_loop.GangOwner; node_index,
+    # current_in_use, current_shares, still_free and report are the controller's own)
+
+    def device_classes(self) -> dict[str, DeviceClass]:
+        return self._classes
+
+    def wake_loop(self) -> None:
+        self.wake.set()
+
+    def decided(self) -> None:
+        self.decisions += 1
+
+    def mark_unsatisfied(self, key: NamespacedName, uid: str) -> None:
+        self.unsatisfied[key] = uid
+
+    def clear_unsatisfied(self, key: NamespacedName) -> None:
+        self.unsatisfied.pop(key, None)
+
+    def retry_unsatisfied(self) -> None:
+        self.pending.update(self.unsatisfied)
+        self.wake.set()
+
+    def retry(self, key: NamespacedName) -> None:
         self.retry_at[key] = self.monotonic() + self.settings.retry_after
         self.wake.set()
 
     def _allocated(self, key: NamespacedName, work: Work, placement: Placement | None) -> None:
-        self._nomination_done(key, work.uid)  # a preemptor's nomination ends here
+        self.preemptor.nomination_done(key, work.uid)  # a preemptor's nomination ends here
         gated_pod_done(self.name, work.pod.meta.creation_timestamp, self.clock())
         ns, name = key.namespace, key.name
         node = placement.node if placement is not None else None
@@ -553,7 +606,7 @@ class AllocatorController(KeyedPassLoop, GangPreemptionWork, GateWork, GangWork)
 
     # -- reports
 
-    async def _report(self, key: NamespacedName, uid: str, reason: str, message: str) -> None:
+    async def report(self, key: NamespacedName, uid: str, reason: str, message: str) -> None:
         """Warning Event and condition False: once per reason; a new message for the same
         reason at most every `report_interval` seconds. A gang member's report also names
         its own node choice (its nodeSelector or required affinity), which the gang's

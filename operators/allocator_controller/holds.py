@@ -142,23 +142,4 @@ class InUse(Collection[DeviceID]):
         return sum(1 for _ in self)
 
 
-class Reserved(Collection[DeviceID]):
-    """In use, plus what waiting gangs reserve (or nominations promise) away from the pod
-    being decided."""
-
-    def __init__(self, base: Collection[DeviceID], extra: frozenset[DeviceID]) -> None:
-        self.base, self.extra = base, extra
-
-    def __contains__(self, device: object) -> bool:
-        return device in self.extra or device in self.base
-
-    def __iter__(self) -> Iterator[DeviceID]:
-        yield from self.base
-        yield from (d for d in self.extra if d not in self.base)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-
-__all__ = ["Reserved", "DEFAULT_TTL", "Hold", "Holds", "InUse"]
+__all__ = ["DEFAULT_TTL", "Hold", "Holds", "InUse"]

@@ -31,7 +31,7 @@ from operators.allocator.search import Joint, Search
 from operators.model import DeviceID
 
 if TYPE_CHECKING:
-    from operators.allocator.gang_search import MemberPlan
+    from operators.gangs.gang_search import MemberPlan
 
 Pool = tuple[str, str]
 

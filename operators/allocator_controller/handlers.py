@@ -14,8 +14,8 @@ from typing import Any
 
 import kopf
 
-from operators.allocator.controller import AllocatorController, AllocatorSettings
-from operators.allocator.holds import DEFAULT_TTL
+from operators.allocator_controller.controller import AllocatorController, AllocatorSettings
+from operators.allocator_controller.holds import DEFAULT_TTL
 from operators.kube.client import KubeClient
 from operators.kube.shared import shared_client
 from operators.kube.shell import register_loop

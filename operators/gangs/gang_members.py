@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from operators.allocator.gang import Member
 from operators.allocator.pod_claims import GATE, Blocked, Done, NotOurs, Release, Waiting, pod_work
+from operators.gangs.gang import Member
 from operators.model import NamespacedName, Pod, ResourceClaim
 from operators.model.gangs import Gang
 from operators.tracker import Tracker
