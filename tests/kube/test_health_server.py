@@ -79,12 +79,18 @@ async def test_a_crashed_loop_makes_the_replica_unready_until_restarted(world: A
             raise RuntimeError("boom")
         await asyncio.Event().wait()
 
+    # a backoff this test owns: long enough that a loaded machine's slow GET still lands
+    # inside it (the fixture's 10 ms did not, once), then the restart is polled for
+    process.supervisor.restart_delay = 2.0
     process.supervisor.start("draco-flaky", flaky, controller="patches")
     await asyncio.sleep(0.001)
     code, body = await get("/readyz")
     assert code == 503 and "not running: draco-flaky (restarts 1; RuntimeError: boom)" in body
-    await asyncio.sleep(0.05)  # restarted after its backoff
-    assert (await get("/readyz"))[0] == 200
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while (await get("/readyz"))[0] != 200:  # restarted after its backoff
+        assert loop.time() < deadline, "the crashed loop was never restarted"
+        await asyncio.sleep(0.05)
 
 
 async def test_a_standby_is_ready_and_says_so_and_the_leader_reports_syncing(world: Any) -> None:
