@@ -117,6 +117,17 @@ def refused(error: str) -> bool:
     return any(marker in error for marker in REFUSALS)
 
 
+def refused_by_proxy(module: str, version: str, workdir: Path, env: dict[str, str]) -> bool:
+    """Whether the proxy refuses MODULE@VERSION (a stand-in is then needed); served: False.
+    Any other failure to ask is no answer at all and stops the build."""
+    served, answer = probe(module, version, workdir, env)
+    if served:
+        return False
+    if not refused(answer):
+        raise RuntimeError(f"cannot ask the module proxy for {module}@{version}: {answer}")
+    return True
+
+
 def requirements(gomod: str) -> dict[str, str]:
     """The `require` lines of a go.mod text: module -> version."""
     found: dict[str, str] = {}
@@ -289,11 +300,8 @@ def standins(kubernetes_gomod: str, staged: list[str], staging_version: str, wor
         assembled = ASSEMBLED.get(module)
         if assembled is None:
             continue
-        served, answer = probe(module, staging_version, workdir, env)
-        if served:
+        if not refused_by_proxy(module, staging_version, workdir, env):
             continue
-        if not refused(answer):
-            raise RuntimeError(f"cannot ask the module proxy for {module}@{staging_version}: {answer}")
         ok, source_dir = probe(assembled.source, assembled.source_version, workdir, env)
         if not ok:
             raise RuntimeError(f"cannot download {assembled.source}@{assembled.source_version}: "
@@ -308,11 +316,8 @@ def standins(kubernetes_gomod: str, staged: list[str], staging_version: str, wor
         asked = required.get(module)
         if asked not in pins:
             continue
-        served, answer = probe(module, asked, workdir, env)
-        if served:
+        if not refused_by_proxy(module, asked, workdir, env):
             continue
-        if not refused(answer):
-            raise RuntimeError(f"cannot ask the module proxy for {module}@{asked}: {answer}")
         say(f"{module}@{asked} is refused by the proxy; pinned to {pins[asked]}")
         targets[module] = pins[asked]
     return targets
