@@ -180,17 +180,21 @@ def test_137_kube_scheduler_alone_leaves_it_pending_draco_preempts(
     # of lower priority, created at the same moment, is kept off the freed GPU by the
     # NoSchedule fence draco puts on it for kube-scheduler
     operator_on_137(("allocator", "narrowing"), PREEMPTING)
-    gpu_pod(b, "vip", cls, 1000)
-    gpu_pod(b, "rival", cls, 500, gated=False)
     fences = f"{FENCE_RULES}?labelSelector={FENCE_LABEL}"
+    # The fence stands only from the nomination until vip is allocated, which can be the
+    # same instant: a watch, opened before vip exists, sees it however briefly it stood.
+    with b.watching(fences) as seen:
+        gpu_pod(b, "vip", cls, 1000)
+        gpu_pod(b, "rival", cls, 500, gated=False)
+        uid = (b.get(f"{pods_path(b)}/vip") or {}).get("metadata", {}).get("uid")
 
-    def fenced() -> list[dict[str, Any]]:
-        vip = b.get(f"{pods_path(b)}/vip") or {}
-        uid = vip.get("metadata", {}).get("uid")
-        return [r for r in (b.get(fences) or {}).get("items", [])
-                if r["metadata"]["labels"].get(FENCE_LABEL) == uid]
+        def fenced() -> list[dict[str, Any]]:
+            return [r for r in (b.get(fences) or {}).get("items", [])
+                    if r["metadata"]["labels"].get(FENCE_LABEL) == uid]
 
-    rules = wait_for(fenced, timeout=60)
+        rules = wait_for(lambda: [e["object"] for e in seen if e.get("type") == "ADDED"
+                                  and e["object"]["metadata"]["labels"].get(FENCE_LABEL) == uid],
+                         timeout=60, what="vip's fence rule to be created")
     taint = rules[0]["spec"]["taint"]  # the server adds timeAdded
     assert (taint["key"], taint["effect"], taint["value"]) == (
         "resource.draco.dev/nominated", "NoSchedule", rules[0]["metadata"]["labels"][FENCE_LABEL])
