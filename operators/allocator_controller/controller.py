@@ -321,6 +321,7 @@ class AllocatorController(KeyedPassLoop):
                 if self.gangs.gang_of(key) is None:  # a gang's members are told by the gang
                     self._spawn(key, self.gate_waits.tell(key, work.uid, work.why))
                 return
+            self.gate_waits.actionable(key)
             if isinstance(work, Waiting):
                 return  # woken by the claim or pod update that ends the wait
             if isinstance(work, Release):
@@ -467,6 +468,7 @@ class AllocatorController(KeyedPassLoop):
         self.retry_at.pop(key, None)
         self.binding_at.pop(key, None)
         self.reported.pop(key, None)
+        self.gate_waits.forget(key)
 
     # -- the writes
 
@@ -584,7 +586,7 @@ class AllocatorController(KeyedPassLoop):
 
     def _allocated(self, key: NamespacedName, work: Work, placement: Placement | None) -> None:
         self.preemptor.nomination_done(key, work.uid)  # a preemptor's nomination ends here
-        gated_pod_done(self.name, work.pod.meta.creation_timestamp, self.clock())
+        gated_pod_done(self.name, self.gate_waits.started(work.pod), self.clock())
         ns, name = key.namespace, key.name
         node = placement.node if placement is not None else None
         claims = [c.name for c in work.pending]

@@ -176,6 +176,9 @@ class GangPlacer:
         members = [self.tracker.pod(k) for k in sorted(self.gang_members.pods.get(view.key, ()))]
         wait = self.gate_waits.gang_wait(kind, view.label, members)
         if wait is None:
+            for pod in members:
+                if pod is not None:
+                    self.gate_waits.actionable(pod.meta.key)
             return False
         self._unreserve(view.key)
         self.gang_waiting.discard(view.key)  # the members' gate removals wake it
@@ -412,7 +415,7 @@ class GangPlacer:
         self.gangs_allocated += 1
         for placed in outcome.placed:
             member = members[placed.label]
-            gated_pod_done("allocator", member.pod.meta.creation_timestamp, self.clock())
+            gated_pod_done("allocator", self.gate_waits.started(member.pod), self.clock())
             named = ", ".join(f"{r.pool}/{r.device}" for _, a in placed.allocations for r in a.results)
             where = f" in {outcome.domain}" if outcome.domain else ""
             await self.reports.event(

@@ -69,11 +69,16 @@ class GateWaits:
         self.act_beside = act_beside
         self.clock = clock
         self.monotonic = monotonic
+        # Pods told to wait: None while another gate is on, then when the last one left.
+        # The allocation's duration (`draco_allocation_duration_seconds`) counts from there,
+        # so a plain pod queued in Kueue for an hour is not an hour of draco's time.
+        self.waited: dict[NamespacedName, datetime | None] = {}
 
     async def tell(self, key: NamespacedName, uid: str, why: str) -> None:
         """The pod waits for another controller's gate: the condition False and a Normal
         Event (waiting is no fault), once per message; the condition turns True when the
         pod is allocated later."""
+        self.waited[key] = None
         old = self.reported.get(key)
         message = (f"{why}: another controller decides first; draco allocates once only "
                    f"its gate {self.gate} remains")
@@ -85,6 +90,19 @@ class GateWaits:
                  name=key.name, message=message)
         await self.reports.event(key, uid, GATE_WAIT, message)
         await self.reports.condition(key, uid, "False", GATE_WAIT, message, since)
+
+    def actionable(self, key: NamespacedName) -> None:
+        """The pod no longer waits for another gate: the moment draco's part starts."""
+        if key in self.waited and self.waited[key] is None:
+            self.waited[key] = self.clock()
+
+    def started(self, pod: Pod) -> datetime | None:
+        """When draco's part for POD began: when its other gates left, for a pod that
+        waited for them, else its creation. Forgets the pod's wait."""
+        return self.waited.pop(pod.meta.key, None) or pod.meta.creation_timestamp
+
+    def forget(self, key: NamespacedName) -> None:
+        self.waited.pop(key, None)
 
     def gang_wait(self, kind: str, label: str, members: Iterable[Pod | None]) -> GangWait | None:
         """Whether a member of the gang (KIND LABEL) still carries another controller's

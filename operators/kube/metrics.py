@@ -41,7 +41,8 @@ for _verb in VERBS:
 ALLOCATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 ALLOCATION_DURATION = Histogram(
     "draco_allocation_duration_seconds",
-    "Seconds from a gated pod's creation until a controller finished its part: "
+    "Seconds from a gated pod's creation (or, for a pod that waited for other controllers' "
+    "scheduling gates, from when they left) until a controller finished its part: "
     "controller=allocator when its claims were allocated and reserved, controller=narrowing "
     "when it was narrowed and ungated.",
     ["controller"],

@@ -429,7 +429,9 @@ class NarrowingController(KeyedPassLoop):
         self.narrowed_total += 1
         OUTCOMES.labels(outcome="Narrowed").inc()
         pod = self.tracker.pod(key)
-        gated_pod_done(self.name, pod.meta.creation_timestamp if pod is not None else None, self.clock())
+        # counted from when the other controllers' gates left, for a pod that waited for them
+        gated_pod_done(self.name, self.free_since.get(key)
+                       or (pod.meta.creation_timestamp if pod is not None else None), self.clock())
         log.info("narrowed and ungated pod", kind="Pod", namespace=ns, name=name,
                  claims=list(ready.claims), exact=result.exact)
         claims = (f"claim{'s' if len(ready.claims) > 1 else ''} {', '.join(ready.claims)}"

@@ -9,11 +9,13 @@ devices are allocated; when nothing fits there, the pod's condition names that c
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from operators.allocator.pod_claims import (
     Done,
@@ -142,6 +144,29 @@ def test_a_pod_behind_kueues_gate_holds_no_device_and_says_so() -> None:
     assert s.device_of("c") == "d0"
     cond = s.condition("a")
     assert cond is not None and (cond["status"], cond["reason"]) == ("True", "Allocated")
+
+
+def test_the_allocation_duration_counts_from_when_the_other_gate_left() -> None:
+    """A plain pod Kueue kept queued for an hour is not an hour of draco's time:
+    `draco_allocation_duration_seconds` starts when its last other gate goes."""
+    hour_ago = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    queued = pod("a", "c", gates=(ADMISSION, DRACO_GATE))
+    queued["metadata"]["creationTimestamp"] = hour_ago
+    s = Scenario([gpu_class(), slice_("node-0", "d0"), queued, claim("c")])
+    labels = {"controller": "allocator"}
+    before = (REGISTRY.get_sample_value("draco_allocation_duration_seconds_count", labels) or 0.0,
+              REGISTRY.get_sample_value("draco_allocation_duration_seconds_sum", labels) or 0.0)
+    run(s.step())
+    assert s.device_of("c") is None
+    s.api.touch(f"/api/v1/namespaces/{NS}/pods/a",
+                lambda p: p["spec"].update(schedulingGates=[{"name": DRACO_GATE}]))
+    s.feed(s.api.pod(NS, "a"))
+    run(s.step())
+    assert s.device_of("c") == "d0"
+    count = REGISTRY.get_sample_value("draco_allocation_duration_seconds_count", labels) or 0.0
+    total = REGISTRY.get_sample_value("draco_allocation_duration_seconds_sum", labels) or 0.0
+    assert count == before[0] + 1
+    assert total - before[1] < 60, "counted from the gate's removal, not the pod's creation"
 
 
 def test_draco_may_be_told_to_act_beside_a_gate() -> None:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from operators.cli.state import build_tracker
 from operators.kube.supervision import error_count
@@ -343,3 +344,28 @@ def test_a_pod_behind_another_gate_is_left_alone_and_its_timeout_starts_when_the
     (event,) = s.api.events
     assert event["reason"] == "ClaimsNotAllocated"
     assert "60s after its other scheduling gates were removed" in event["message"]
+
+
+def test_the_narrowing_duration_counts_from_when_the_other_gate_left() -> None:
+    """`draco_allocation_duration_seconds{controller="narrowing"}` is draco's part: for a
+    pod Kueue kept queued for five hours, from the moment its gate went."""
+    labels = {"controller": "narrowing"}
+    s = Scenario([pod("a", gates=("kueue.x-k8s.io/admission", DRACO_GATE)),
+                  claim("c", node_selector=PIN_0, reserved_for="u-a")])
+    before = REGISTRY.get_sample_value("draco_allocation_duration_seconds_sum", labels) or 0.0
+
+    async def go() -> None:
+        s.now = T0 + timedelta(hours=5)
+        await s.step()
+        assert s.api.puts() == []
+        s.feed(pod("a"))  # admitted: only draco's gate left, its claim not yet allocated
+        s.feed(claim("c", allocated=False))
+        await s.step()
+        s.now = T0 + timedelta(hours=5, seconds=3)
+        s.feed(claim("c", node_selector=PIN_0, reserved_for="u-a"))  # allocated 3 s later
+        await s.step()
+
+    run(go())
+    assert len(s.api.puts()) == 1
+    took = (REGISTRY.get_sample_value("draco_allocation_duration_seconds_sum", labels) or 0.0) - before
+    assert took == pytest.approx(3.0), "3 s from the gate's removal, not five hours"
