@@ -86,8 +86,11 @@ class RuleSteps:
         if state.effect != rule.effect:
             if state.effect is None:
                 created = rule.meta.creation_timestamp
-                state.effect_since = (rule.time_added if rule.time_added and created and rule.time_added > created
-                                      else created) or now
+                since = (rule.time_added if rule.time_added and created and rule.time_added > created
+                         else created) or now
+                # a timeAdded in the future (a user's, a skewed clock) starts the grace now:
+                # otherwise the condition would wait for that moment, up to year 9999
+                state.effect_since = min(since, now)
             else:
                 state.effect_since = now
                 state.written_generation = None

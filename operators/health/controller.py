@@ -25,7 +25,7 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import structlog
@@ -40,6 +40,7 @@ from operators.health.policy import (
     parse_health_policy,
 )
 from operators.health.signals import observe, pod_health
+from operators.kube.supervision import guarded
 from operators.model import DeviceID, ModelError
 from operators.tracker import Tracker
 from operators.tracker.change import Change
@@ -53,6 +54,7 @@ RULES_PATH = "/apis/resource.draco.dev/v1alpha1/devicetaintrules"
 LIST_MAX = 50
 STATES = ("Tainted", "HeldBack", "Pending", "Recovering")
 STATUS_INTERVAL = 10.0  # seconds between status writes that change only the device list
+RETRY_AFTER = timedelta(seconds=1)  # a policy whose pass failed is tried again this soon
 
 
 class HealthWriter(Protocol):
@@ -242,29 +244,16 @@ class HealthController:
         live_uids = set()
         for name in sorted(self.policies):
             entry = self.policies[name]
-            if entry.parsed is None:
-                await self._report_invalid(name, entry)
-                continue
-            policy = entry.parsed
-            live_uids.add(policy.meta.uid)
-            owned = by_uid.get(policy.meta.uid, {})
-            seen = observe(policy, views, health)
-            ruled = {dev: value for dev, (_, value) in owned.items()}
-            for dev in seen.unknown:  # a signal draco cannot evaluate changes nothing
-                seen.active.pop(dev, None)
-            decision = decide(policy, seen.selected, seen.active, seen.siblings, ruled,
-                              self.memory.get(name, {}), now)
-            for dev in seen.unknown:
-                if dev in ruled and dev in decision.untaint:
-                    decision.untaint.remove(dev)
-                    decision.taint[dev] = ruled[dev]
-            self.memory[name] = decision.memory
-            metrics.publish(policy, seen.selected, decision)
-            await self._apply(policy, decision, owned, now)
-            await self._write_status(name, entry, decision, seen.problems, now)
-            wake = decision.next_wake()
-            if wake is not None:
-                wakes.append(wake)
+            if entry.parsed is not None:
+                live_uids.add(entry.parsed.meta.uid)
+            # one policy whose pass fails (a write the API refuses, a bug) is logged,
+            # counted and retried a second later; the others are still served
+            with guarded("health", "policy", kind=KIND, name=name) as guard:
+                wake = await self._sync_policy(name, entry, by_uid, views, health, now)
+                if wake is not None:
+                    wakes.append(wake)
+            if guard.failed:
+                wakes.append(now + RETRY_AFTER)
         metrics.keep_only(n for n, e in self.policies.items() if e.parsed is not None)
         # rules of policies that are gone (the garbage collector does it too, later)
         for uid, owned in by_uid.items():
@@ -275,6 +264,30 @@ class HealthController:
                     await self._delete(name)
         wakes += [datetime.fromtimestamp(t, UTC) for t in self.status_pending.values()]
         self.next_wake = min(wakes) if wakes else None
+
+    async def _sync_policy(self, name: str, entry: _Policy, by_uid: Mapping[str, Mapping[DeviceID, tuple[str, str]]],
+                           views: list[Any], health: Mapping[DeviceID, set[str]], now: datetime) -> datetime | None:
+        """One policy's pass; returns when its decision can next change by itself."""
+        if entry.parsed is None:
+            await self._report_invalid(name, entry)
+            return None
+        policy = entry.parsed
+        owned = by_uid.get(policy.meta.uid, {})
+        seen = observe(policy, views, health)
+        ruled = {dev: value for dev, (_, value) in owned.items()}
+        for dev in seen.unknown:  # a signal draco cannot evaluate changes nothing
+            seen.active.pop(dev, None)
+        decision = decide(policy, seen.selected, seen.active, seen.siblings, ruled,
+                          self.memory.get(name, {}), now)
+        for dev in seen.unknown:
+            if dev in ruled and dev in decision.untaint:
+                decision.untaint.remove(dev)
+                decision.taint[dev] = ruled[dev]
+        self.memory[name] = decision.memory
+        metrics.publish(policy, seen.selected, decision)
+        await self._apply(policy, decision, owned, now)
+        await self._write_status(name, entry, decision, seen.problems, now)
+        return decision.next_wake()
 
     async def _apply(self, policy: HealthPolicy, d: Decision, owned: Mapping[DeviceID, tuple[str, str]],
                      now: datetime) -> None:
@@ -328,11 +341,16 @@ class HealthController:
         self.status_written[name] = now.timestamp()
         was_throttled = any(c.get("type") == "Throttled" and c.get("status") == "True"
                             for c in entry.status.get("conditions") or ())
+        known = set(entry.status.get("problems") or ())
         await self.writer.patch_status(name, status)
         entry.status = status
         involved = {"apiVersion": API_VERSION, "kind": KIND, "name": name, "uid": entry.parsed.meta.uid}
         if d.throttled and not was_throttled:
             await self.writer.post_event(involved, "Throttled", status["conditions"][0]["message"], "Warning")
+        fresh = [p for p in status["problems"] if p not in known]
+        if fresh:  # one Event per status write that brings new problems, never one per device
+            more = f" (and {len(fresh) - 1} more; see status.problems)" if len(fresh) > 1 else ""
+            await self.writer.post_event(involved, "SignalProblem", f"{fresh[0]}{more}", "Warning")
 
     async def _report_invalid(self, name: str, entry: _Policy) -> None:
         status = {"conditions": [{"type": "Throttled", "status": "Unknown", "reason": "InvalidPolicy",

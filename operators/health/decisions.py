@@ -73,7 +73,8 @@ def rule_name(policy: str, device: DeviceID) -> str:
     short hash of the whole device ID (pools and drivers may share device names)."""
     digest = hashlib.sha256("/".join(device).encode()).hexdigest()[:10]
     base = re.sub(r"[^a-z0-9.-]+", "-", f"{policy}-{device.device}".lower()).strip("-.")
-    return f"{base[:NAME_MAX - 11]}-{digest}"
+    # cut where it may, the base must still end in a letter or digit: "a.-…" is no name
+    return f"{base[:NAME_MAX - 11].rstrip('-.')}-{digest}"
 
 
 def decide(policy: HealthPolicy, selected: Iterable[DeviceID],

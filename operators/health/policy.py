@@ -25,6 +25,9 @@ EFFECTS = ("None", "NoSchedule", "NoExecute")
 POD_HEALTH = ("Healthy", "Unhealthy", "Unknown")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# upstream's durations are int64 nanoseconds (metav1.Duration, Go's time.ParseDuration
+# refuses more): about 292 years, so `now + for` stays a date Python can hold
+MAX_DURATION = timedelta(seconds=(2**63 - 1) // 10**9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,9 @@ def parse_duration(text: str) -> timedelta:
         pos = match.end()
     if pos != len(text) or pos == 0:
         raise FieldError(f"not a duration (like 30s, 10m, 1h30m): {text!r}")
+    if not seconds <= MAX_DURATION.total_seconds():
+        raise FieldError(f"longer than the longest duration Kubernetes knows "
+                         f"(2562047h47m16s, about 292 years): {text!r}")
     return timedelta(seconds=seconds)
 
 
