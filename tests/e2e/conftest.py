@@ -27,6 +27,7 @@ from tests.e2e.backends import (
     RealBackend,
     RealCluster,
 )
+from tests.e2e.workload_stack import seen, stack_137, stack_cluster_137, stack_operator  # noqa: F401  (Kueue and JobSet)
 from tests.operator_threads import operator_threads
 
 
