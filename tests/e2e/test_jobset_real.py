@@ -16,9 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from operators.allocator.pod_claims import GATE
-from tests.e2e.backends import RealBackend
+from tests.e2e.backends import ROOT, RealBackend
 from tests.e2e.test_allocator_e2e import SETTINGS
 from tests.e2e.workload_stack import (
     JOBSETS,
@@ -103,3 +104,22 @@ def test_a_restarted_jobset_is_placed_anew(stack_137: RealBackend, stack_operato
     status = (b.get(f"{JOBSETS.format(ns=b.ns)}/train") or {}).get("status") or {}
     assert status.get("restarts") == 1
     assert GATE not in {g for p in pods(b, f"{JOBSET_NAME}=train,{RESTART}=1") for g in gates(p)}
+
+
+def test_the_docs_worked_example_is_accepted_by_real_kueue_and_jobset(stack_137: RealBackend) -> None:
+    """examples/workload-stack.yaml (docs/workload-stack.md) as the real servers judge it:
+    every object passes Kueue's and JobSet's webhooks and the CRDs' schemas (a server
+    dry-run, in this test's namespace: nothing is created)."""
+    docs = [d for d in yaml.safe_load_all((ROOT / "examples" / "workload-stack.yaml").read_text()) if d]
+    kept = []
+    for doc in docs:
+        if doc["kind"] == "Namespace":
+            continue
+        if doc["metadata"].get("namespace"):
+            doc["metadata"]["namespace"] = stack_137.ns
+        kept.append(doc)
+    assert {d["kind"] for d in kept} == {"Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue", "Gang",
+                                         "ResourceClaimTemplate", "JobSet"}
+    proc = stack_137.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(kept), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("(server dry run)") == len(kept), proc.stdout
