@@ -285,8 +285,13 @@ class GangPlacer:
             return
         if any(c.meta.key in self.holds for m in view.pending for c in m.pending):
             return  # written, not seen back yet: the claims' events wake the gang
+        if self.settings.preemption and self.preemptor.busy(gkey):
+            # its nomination (or its victims' eviction) is being written: decided again
+            # when that ends. Placed now, the nomination would end before its fences are
+            # written, and they would stay until the next sweep (found by the chaos run).
+            return
         index = self.owner.node_index()
-        if self.settings.preemption and not self.preemptor.busy(gkey):
+        if self.settings.preemption:
             for m in view.pending:
                 self.preemptor.note_nomination(m.pod)  # a new leader learns the gang's nomination here
         in_use = self.preemptor.nominated_from({m.pod.meta.key for m in view.members}, self.owner.current_in_use())
@@ -502,16 +507,47 @@ class GangPlacer:
         status = {**body, "conditions": [{
             "type": "Allocated", "status": cond[0], "reason": cond[1], "message": cond[2][:32768],
             "lastTransitionTime": since, "observedGeneration": view.gang.meta.generation}]}
-        self.owner.background(self._patch_gang_status(view.key, status))
+        self.owner.background(self._patch_gang_status(view.key, status, first=last is None))
 
-    async def _patch_gang_status(self, gkey: GangKey, status: dict[str, Any]) -> None:
+    async def _patch_gang_status(self, gkey: GangKey, status: dict[str, Any], first: bool = False) -> None:
+        """FIRST: this process has not written the gang's status yet (it just started or
+        took over): the status the API holds, not this process's empty memory, says
+        whether the condition flips, and a status already current is not written again."""
         with guarded("allocator", "gang-status", kind=gkey[0], namespace=gkey[1], name=gkey[2]):
-            resp = await self.client.merge_patch(
-                gang_path("resource.draco.dev", "v1alpha1", gkey), {"status": status})
+            path = gang_path("resource.draco.dev", "v1alpha1", gkey)
+            if first:
+                current = await self._against_stored(gkey, path, status)
+                if current is None:
+                    return
+                status = current
+            resp = await self.client.merge_patch(path, {"status": status})
             if not resp.ok and resp.status != 404:
                 self.gang_status.pop(gkey, None)  # written again on the next decision
                 log.warning("cannot write the gang's status", gang=f"{gkey[1]}/{gkey[2]}",
                             status=resp.status)
+
+    async def _against_stored(self, gkey: GangKey, path: str,
+                              status: dict[str, Any]) -> dict[str, Any] | None:
+        """STATUS with the stored condition's lastTransitionTime when its status is the
+        same (a failover is no transition), or None when the stored status already says
+        all of it. Unreadable: STATUS as it is."""
+        resp = await self.client.get(path[: -len("/status")])
+        if not resp.ok or not isinstance(resp.body, dict):
+            return status
+        stored = resp.body.get("status") or {}
+        old = next((c for c in stored.get("conditions") or []
+                    if isinstance(c, dict) and c.get("type") == "Allocated"), None)
+        new = status["conditions"][0]
+        if old is None or old.get("status") != new["status"] or not old.get("lastTransitionTime"):
+            return status
+        new = {**new, "lastTransitionTime": old["lastTransitionTime"]}
+        entry = self.gang_status.get(gkey)
+        if entry is not None and entry["cond"][0] == new["status"]:
+            entry["since"] = old["lastTransitionTime"]
+        current = {**status, "conditions": [new]}
+        if old == new and all(stored.get(k) == v for k, v in current.items() if k != "conditions"):
+            return None
+        return current
 
 
 __all__ = ["DEFAULT_WAIT_S", "UNDECIDED", "GangOwner", "GangPlacer", "Reservation"]
