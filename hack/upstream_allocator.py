@@ -2,12 +2,16 @@
 
     python3 hack/upstream_allocator.py build VERSION        # the suite's test binary (cached)
     python3 hack/upstream_allocator.py run VERSION [--json FILE] [--draco BIN]
+    python3 hack/upstream_allocator.py cel VERSION FILE     # upstream's CEL table as JSON
 
 `k8s.io/dynamic-resource-allocation` is fetched through the Go module proxy at VERSION.
 Its `allocatortesting` package is internal, so the module is copied into a scratch
-folder of the test bed's cache, `hack/allocator-suite/draco_adapter_test.go` is placed
-beside upstream's own allocators (`structured/internal/draco`), and the test binary is
-built there. Nothing of upstream's is copied into draco's repository.
+folder of the test bed's cache, `hack/allocator-suite/draco_adapter_test.go` and the
+compat file for that version (`compat_v036_test.go` up to 0.37, `compat_v038_test.go`
+from 0.38) are placed beside upstream's own allocators (`structured/internal/draco`),
+and the test binary is built there. Nothing of upstream's is copied into draco's
+repository. From 0.38 draco answers as that release (`--kubernetes-version 1.38`);
+0.36 and 0.37 run against draco's default release, 1.37.
 
 Two hooks are added to the scratch copy of `allocatortesting` (each edit must match
 upstream's text exactly once, else the build fails and says so): cases that expect an
@@ -40,11 +44,16 @@ from cluster_standins import ASSEMBLED, TOOLCHAINS, requirements, standins
 
 MODULE = "k8s.io/dynamic-resource-allocation"
 # The releases draco supports, as the module's versions (v0.37.2 belongs to 1.37.2).
-VERSIONS = {"1.37": "v0.37.2", "1.36": "v0.36.3"}
-# Pre-releases the suite builds and runs on request, outside CI and the test bed's plan;
-# their modules the proxy refuses are stood in for as in hack/cluster_standins.py.
-PREVIEWS = {"1.38": "v0.38.0-beta.0"}
+# 1.38's is its served beta: the modules the proxy refuses are stood in for as in
+# hack/cluster_standins.py (none of them is code under test).
+VERSIONS = {"1.38": "v0.38.0-beta.0", "1.37": "v0.37.2", "1.36": "v0.36.3"}
+# Pre-releases the suite builds and runs on request, outside CI and the test bed's plan.
+PREVIEWS: dict[str, str] = {}
 ADAPTER = Path(__file__).resolve().parent / "allocator-suite" / "draco_adapter_test.go"
+COMPAT = {"v0.36": "compat_v036_test.go", "v0.37": "compat_v036_test.go",
+          "v0.38": "compat_v038_test.go"}
+# The release draco answers as, per module version (none: draco's default, 1.37).
+RELEASE_OF = {"v0.38.0-beta.0": "1.38"}
 KNOWN = Path(__file__).resolve().parent / "allocator-suite" / "known.json"
 COMPONENT = "upstream-allocator"
 SUITE = "allocatortesting"
@@ -90,11 +99,28 @@ EDITS_038 = (
      "\t\t\t\t}\n"
      "\t\t\t}\n"),
     *EDITS[1:],
+    # 0.38 hands the allocator its own slice type; the hook remembers each slice's API
+    # object so that draco is asked with what an API server would store
+    ("\t\tout[i] = &o\n\t}\n\treturn out\n}\n",
+     "\t\tout[i] = &o\n\t\tDracoOriginals.Store(out[i], in[i])\n\t}\n\treturn out\n}\n"),
 )
+HOOKS_038 = HOOKS.replace("package allocatortesting\n", "package allocatortesting\n\n"
+                          "import \"sync\"\n") + """
+// DracoOriginals maps each converted slice to the API object it came from.
+var DracoOriginals sync.Map
+"""
 EDITS_BY_VERSION = {"v0.38.0-beta.0": EDITS_038}
+HOOKS_BY_VERSION = {"v0.38.0-beta.0": HOOKS_038}
 
 
-def patch_suite(source: Path, edits: tuple[tuple[str, str], ...] = EDITS) -> None:
+def compat_file(version: str) -> Path:
+    """The adapter's version-specific part for module VERSION."""
+    minor = ".".join(version.split(".")[:2])
+    return ADAPTER.parent / COMPAT.get(minor, "compat_v038_test.go")
+
+
+def patch_suite(source: Path, edits: tuple[tuple[str, str], ...] = EDITS,
+                hooks: str = HOOKS) -> None:
     """Add the hooks to allocatortesting in the scratch copy SOURCE."""
     suite = source / "structured" / "internal" / SUITE
     target = suite / "allocator_testing.go"
@@ -106,7 +132,7 @@ def patch_suite(source: Path, edits: tuple[tuple[str, str], ...] = EDITS) -> Non
                                f"(the suite changed; update hack/upstream_allocator.py): {old!r}")
         text = text.replace(old, new)
     target.write_text(text)
-    (suite / "draco_hooks.go").write_text(HOOKS)
+    (suite / "draco_hooks.go").write_text(hooks)
 
 
 def stand_in(source: Path, version: str, toolchain: str) -> None:
@@ -125,32 +151,48 @@ def stand_in(source: Path, version: str, toolchain: str) -> None:
 
 
 def adapter_version(version: str = "") -> str:
-    """Part of the cache key: a changed adapter or edit rebuilds the binary."""
+    """Part of the cache key: a changed adapter, compat file, edit or hook rebuilds the
+    binary. The same for every VERSION (hack/cluster_plan.py asks without one)."""
     import hashlib
+    del version
     digest = hashlib.sha256(ADAPTER.read_bytes())
+    for name in sorted(set(COMPAT.values())):
+        digest.update((ADAPTER.parent / name).read_bytes())
     digest.update(repr(EDITS).encode())
-    if version in EDITS_BY_VERSION:
-        digest.update(repr(EDITS_BY_VERSION[version]).encode())
+    digest.update(HOOKS.encode())
+    for key in sorted(EDITS_BY_VERSION):
+        digest.update(repr(EDITS_BY_VERSION[key]).encode())
+        digest.update(HOOKS_BY_VERSION.get(key, HOOKS).encode())
     return digest.hexdigest()[:10]
+
+
+def scratch_copy(version: str, work: Path, log: Path) -> tuple[Path, str]:
+    """A writable copy of the module at VERSION in WORK, its refused requirements stood
+    in for, and the Go toolchain that builds it."""
+    (work / "go.mod").write_text("module draco.invalid/fetch\n\ngo 1.24.0\n")
+    toolchain = TOOLCHAINS.get("1." + version.split(".")[1], "local")  # v0.38.x -> 1.38
+    pristine = module_dir(MODULE, version, work, log, toolchain)
+    source = work / "src"
+    shutil.copytree(pristine, source)
+    for path in source.rglob("*"):  # the module cache's files are read-only
+        path.chmod(path.stat().st_mode | 0o200)
+    source.chmod(source.stat().st_mode | 0o200)
+    if toolchain != "local":
+        stand_in(source, version, toolchain)
+    return source, toolchain
 
 
 def build(version: str) -> Path:
     """The suite's test binary for VERSION of the module (built once, then cached)."""
     def steps(work: Path, out: Path, log: Path) -> None:
-        (work / "go.mod").write_text("module draco.invalid/fetch\n\ngo 1.24.0\n")
-        toolchain = TOOLCHAINS.get("1." + version.split(".")[1], "local")  # v0.38.x -> 1.38
-        pristine = module_dir(MODULE, version, work, log, toolchain)
-        source = work / "src"
-        shutil.copytree(pristine, source)
-        for path in source.rglob("*"):  # the module cache's files are read-only
-            path.chmod(path.stat().st_mode | 0o200)
-        source.chmod(source.stat().st_mode | 0o200)
-        if toolchain != "local":
-            stand_in(source, version, toolchain)
-        patch_suite(source, EDITS_BY_VERSION.get(version, EDITS))
+        source, toolchain = scratch_copy(version, work, log)
+        patch_suite(source, EDITS_BY_VERSION.get(version, EDITS),
+                    HOOKS_BY_VERSION.get(version, HOOKS))
         adapter = source / "structured" / "internal" / "draco"
         adapter.mkdir()
         shutil.copy(ADAPTER, adapter / ADAPTER.name)
+        compat = compat_file(version)
+        shutil.copy(compat, adapter / compat.name)
         run_go(["test", "-c", "-o", str(out / "suite.test"), "./structured/internal/draco"],
                source, log, toolchain)
         shutil.rmtree(source, ignore_errors=True)
@@ -159,6 +201,33 @@ def build(version: str) -> Path:
         if stale != built and (stale / ".stamp").exists():
             shutil.rmtree(stale, ignore_errors=True)
     return built
+
+
+CEL_EXPORT = ADAPTER.parent / "draco_cel_export_test.go"
+CEL_COMPONENT = "upstream-cel"
+
+
+def export_cel(version: str, into: Path) -> list[dict[str, object]]:
+    """Upstream's CEL table (`cel/compile_test.go`, TestCEL's cases) at VERSION, as JSON
+    objects; the test binary that writes it is built once and cached."""
+    import hashlib
+
+    def steps(work: Path, out: Path, log: Path) -> None:
+        source, toolchain = scratch_copy(version, work, log)
+        shutil.copy(CEL_EXPORT, source / "cel" / CEL_EXPORT.name)
+        run_go(["test", "-c", "-o", str(out / "cel.test"), "./cel"], source, log, toolchain)
+        shutil.rmtree(source, ignore_errors=True)
+    key = hashlib.sha256(CEL_EXPORT.read_bytes()).hexdigest()[:10]
+    binary = build_component(CEL_COMPONENT, f"{version}-{key}", steps) / "cel.test"
+    proc = subprocess.run([str(binary), "-test.run", "^TestDracoExport$"], cwd=binary.parent,
+                          env=dict(go_env(), DRACO_CEL_EXPORT=str(into)), capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=300)
+    if proc.returncode != 0 or not into.exists():
+        raise ClusterError(f"exporting upstream's CEL table at {version} failed (exit "
+                           f"{proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+    cases = json.loads(into.read_text())
+    assert isinstance(cases, list)
+    return cases
 
 
 @dataclass
@@ -173,6 +242,8 @@ def run(version: str, draco: str, timeout: float = 1200) -> dict[str, Case]:
     """Every case of the suite at VERSION against DRACO (`draco` executable), by name."""
     binary = build(version) / "suite.test"
     env = dict(go_env(), DRACO_BIN=str(Path(shutil.which(draco) or draco).resolve()))
+    if version in RELEASE_OF:
+        env["DRACO_KUBERNETES_VERSION"] = RELEASE_OF[version]
     proc = subprocess.run(
         ["go", "tool", "test2json", "-t", str(binary), "-test.v=test2json",
          "-test.run", "^(TestAllocator|TestLexicographicalAllocator)$"],
@@ -235,10 +306,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("version", choices=sorted({*VERSIONS.values(), *PREVIEWS.values()}))
     r.add_argument("--draco", default=shutil.which("draco") or "draco")
     r.add_argument("--json", default=None, metavar="FILE", help="write every case's result")
+    c = sub.add_parser("cel", help="write upstream's CEL table (TestCEL) at VERSION as JSON")
+    c.add_argument("version", choices=sorted({*VERSIONS.values(), *PREVIEWS.values()}))
+    c.add_argument("file", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
             print(build(args.version) / "suite.test")
+            return 0
+        if args.command == "cel":
+            print(f"{len(export_cel(args.version, args.file.resolve()))} cases -> {args.file}")
             return 0
         cases = run(args.version, args.draco)
     except (ClusterError, subprocess.TimeoutExpired) as exc:

@@ -8,6 +8,11 @@
 // the whole run): the node, classes, slices, claims, the devices already allocated and
 // the feature gates of the test case, as API objects. The answer's allocations come
 // back in the API's shape and are compared by upstream's own assertions.
+//
+// What differs between the module's versions (the allocator constructor's types, the
+// allocated state's) is in one compat file beside this one, chosen by
+// hack/upstream_allocator.py: compat_v036_test.go up to 0.37, compat_v038_test.go from
+// 0.38. DRACO_KUBERNETES_VERSION, when set, is the release draco answers as.
 package draco
 
 import (
@@ -26,7 +31,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured/internal"
 	"k8s.io/dynamic-resource-allocation/structured/internal/allocatortesting"
 )
@@ -107,7 +111,11 @@ func start() {
 	if bin == "" {
 		bin = "draco"
 	}
-	srv.cmd = exec.Command(bin, "allocate", "--serve")
+	args := []string{"allocate", "--serve"}
+	if release := os.Getenv("DRACO_KUBERNETES_VERSION"); release != "" {
+		args = append(args, "--kubernetes-version", release)
+	}
+	srv.cmd = exec.Command(bin, args...)
 	srv.cmd.Stderr = os.Stderr
 	stdin, err := srv.cmd.StdinPipe()
 	if err != nil {
@@ -195,7 +203,8 @@ func (s *service) ask(req request) (reply, error) {
 
 type allocator struct {
 	features internal.Features
-	state    internal.AllocatedState
+	inUse    []deviceRef // devices other claims hold whole
+	consumed []deviceRef // what other claims' shares consume, per device
 	classes  internal.DeviceClassLister
 	slices   []*resourceapi.ResourceSlice
 }
@@ -242,29 +251,8 @@ func (a *allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resou
 			req.Claims = append(req.Claims, c.Name)
 		}
 	}
-	for id := range a.state.AllocatedDevices {
-		req.InUse = append(req.InUse, deviceRef{Driver: id.Driver.String(), Pool: id.Pool.String(), Device: id.Device.String()})
-	}
-	consumed := map[string]deviceRef{}
-	for id := range a.state.AllocatedSharedDeviceIDs {
-		d := id.GetDeviceID()
-		consumed[d.String()] = deviceRef{Driver: d.Driver.String(), Pool: d.Pool.String(), Device: d.Device.String(), Capacity: map[string]string{}}
-	}
-	for id, capacity := range a.state.AggregatedCapacity {
-		ref, ok := consumed[id.String()]
-		if !ok {
-			ref = deviceRef{Driver: id.Driver.String(), Pool: id.Pool.String(), Device: id.Device.String(), Capacity: map[string]string{}}
-		}
-		for name, q := range capacity {
-			if q != nil {
-				ref.Capacity[string(name)] = q.String()
-			}
-		}
-		consumed[id.String()] = ref
-	}
-	for _, ref := range consumed {
-		req.Consumed = append(req.Consumed, ref)
-	}
+	req.InUse = a.inUse
+	req.Consumed = a.consumed
 	r, err := srv.ask(req)
 	if err != nil {
 		return nil, err
@@ -403,9 +391,29 @@ func normalize(a *resourceapi.AllocationResult, claim *resourceapi.ResourceClaim
 	}
 }
 
-func newAllocator(ctx context.Context, features internal.Features, state internal.AllocatedState,
-	classes internal.DeviceClassLister, slices []*resourceapi.ResourceSlice, _ *cel.Cache) (internal.Allocator, error) {
-	return &allocator{features: features, state: state, classes: classes, slices: slices}, nil
+// device names one device of the allocated state.
+type device struct{ Driver, Pool, Device string }
+
+// shares merges the devices that carry shares with what those shares consume, each
+// device named once.
+func shares(devices []device, capacity map[device]map[string]string) []deviceRef {
+	merged := map[device]map[string]string{}
+	for _, d := range devices {
+		merged[d] = map[string]string{}
+	}
+	for d, c := range capacity {
+		if merged[d] == nil {
+			merged[d] = map[string]string{}
+		}
+		for name, q := range c {
+			merged[d][name] = q
+		}
+	}
+	out := make([]deviceRef, 0, len(merged))
+	for d, c := range merged {
+		out = append(out, deviceRef{Driver: d.Driver, Pool: d.Pool, Device: d.Device, Capacity: c})
+	}
+	return out
 }
 
 func init() {

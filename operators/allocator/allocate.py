@@ -17,7 +17,7 @@ from operators.allocator.capacity import NO_SHARES, Shares
 from operators.allocator.explain import ClaimExplain, explain, reason_from
 from operators.allocator.features import DEFAULT_GATES, FeatureGates, check_claims, gated_inventory
 from operators.allocator.inventory import Inventory, NodeInfo
-from operators.allocator.requests import AllocationError
+from operators.allocator.requests import AllocationError, NodeFailure
 from operators.allocator.results import allocation_to_api, build_allocation
 from operators.allocator.search import Search, TooComplex
 from operators.model import AllocationResult, DeviceClass, DeviceID, ResourceClaim
@@ -36,7 +36,8 @@ class AllocationOutcome:
     reason: str | None = None
     explain: tuple[ClaimExplain, ...] = ()
     steps: int = 0
-    # The error is only that invalid pools target this node (nothing else fits): upstream
+    # The error is only that invalid pools target this node (nothing else fits), or from
+    # 1.38 that an `All` request met a pool being updated or invalid here: upstream
     # tries the other nodes and reports it only when no node fits.
     invalid_pools: bool = False
 
@@ -99,7 +100,8 @@ def allocate(
     try:
         check_claims(claims, features)
         search = Search(claims, node, inventory, cls, in_use, deadline, shares,
-                        fractional_ranges=features.fractional_capacity_range)
+                        fractional_ranges=features.fractional_capacity_range,
+                        semantics=features.semantics)
         found = search.run()
     except TooComplex:
         steps = search.steps if search is not None else 0
@@ -109,7 +111,8 @@ def allocate(
     except AllocationError as e:
         why = explain(claims, node, inventory, cls, in_use) if with_explain else ()
         return AllocationOutcome("error", reason=str(e), explain=why,
-                                 steps=search.steps if search is not None else 0)
+                                 steps=search.steps if search is not None else 0,
+                                 invalid_pools=isinstance(e, NodeFailure))
     except RecursionError:
         return AllocationOutcome("too-complex", reason="allocation too complex: search too deep")
     if not found:

@@ -13,7 +13,8 @@ A device fits when the request names no capacity the device lacks, no amount vio
 the policy (above `max`, off the step, not a valid value; the default itself always
 passes) and, per capacity, what other claims' shares hold plus what this attempt
 already gave plus the new amount stays within the capacity. A negative amount is an
-error, as upstream's.
+error, as upstream's; from 1.38 a negative request is one before any rounding, and a
+request naming one capacity both short and qualified is one too (`Semantics`).
 
 Shares held by allocated claims: results with a `shareID` (admin access holds nothing).
 A result without one keeps the whole device (it is in use), even on a device that
@@ -27,6 +28,7 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from operators.allocator.features import DEFAULT_SEMANTICS, Semantics
 from operators.allocator.inventory import Candidate
 from operators.allocator.requests import AllocationError
 from operators.model import DeviceID, ResourceClaim
@@ -154,14 +156,41 @@ def num(value: Fraction) -> Number:
     return value.numerator if value.denominator == 1 else value
 
 
+def _asked(requests: Mapping[str, Quantity], d: Candidate,
+           semantics: Semantics) -> dict[str, Quantity] | None:
+    """The request by qualified name; None when D lacks one of them. From 1.38 naming
+    one capacity of D twice (short and qualified) is an error."""
+    asked: dict[str, Quantity] = {}
+    spelled: dict[str, str] = {}
+    for name, q in requests.items():
+        qualified = qualify(name, d.id.driver)
+        if qualified not in d.capacity:
+            return None
+        if qualified in spelled and semantics.capacity_name_conflicts:
+            raise AllocationError(f'capacity "{qualified.rpartition("/")[2]}" requested both as '
+                                  f'"{name}" and as "{spelled[qualified]}"')
+        asked[qualified], spelled[qualified] = q, name
+    return asked
+
+
 def consumption(requests: Mapping[str, Quantity], d: Candidate,
                 held: Mapping[str, Number], allocating: Mapping[str, Number],
-                fractional: bool = False) -> dict[str, Quantity] | None:
+                fractional: bool = False,
+                semantics: Semantics = DEFAULT_SEMANTICS) -> dict[str, Quantity] | None:
     """What D would give the request, by qualified capacity name; None when it cannot.
     `held`: what allocated claims' shares consume; `allocating`: this attempt's."""
-    asked = {qualify(n, d.id.driver): q for n, q in requests.items()} if requests else {}
-    if any(n not in d.capacity for n in asked):
-        return None
+    if requests:
+        found = _asked(requests, d, semantics)
+        if found is None:
+            return None
+        asked = found
+    else:
+        asked = {}
+    if semantics.negative_requests_abort:  # before rounding could lift it to a minimum
+        for name, q in asked.items():
+            if q.value < 0:
+                raise AllocationError(f"device {d.id}: capacity {name}: capacity value is "
+                                      f"negative: request {q}")
     out: dict[str, Quantity] = {}
     for name, text in d.capacity.items():
         requested = asked.get(name)

@@ -1,24 +1,59 @@
 """Feature gates that change what the allocator does, spelled as upstream's components
-spell them (`--feature-gates DRAConsumableCapacity=false,...`).
+spell them (`--feature-gates DRAConsumableCapacity=false,...`), and the behaviour of
+the release whose kube-scheduler draco answers as (`Semantics`, where releases differ
+and no gate decides; `operators.allocator.releases` has one per minor).
 
-The defaults are kube-scheduler's in the newest release draco supports (1.37). A gate
-that is off makes a claim that needs it an error, as upstream's allocator reports it,
-rather than a claim silently allocated without the field.
+The defaults are kube-scheduler 1.37's, the release draco anchors on. A gate that is
+off makes a claim that needs it an error, as upstream's allocator reports it, rather
+than a claim silently allocated without the field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
-from operators.allocator.inventory import Inventory
+from operators.allocator.inventory import Candidate, Inventory
 from operators.allocator.requests import AllocationError, claim_label
 from operators.model import ResourceClaim
 
 
 @dataclass(frozen=True, slots=True)
+class Semantics:
+    """How one release's allocator behaves where releases differ without a gate. The
+    defaults are 1.37's; each switch is named for what a later release changed."""
+
+    release: str = "1.37"
+    # 1.38: version attributes compare as semantic versions (build metadata ignored) in
+    # matchAttribute/distinctAttribute; 1.37 compares their text
+    semver_constraints: bool = False
+    # 1.38: an attribute value a constraint cannot evaluate (a version no semver parser
+    # holds) stops the allocation with an error; 1.37 compares the text
+    constraint_errors: bool = False
+    # 1.38: a request naming one capacity both short and qualified is an error
+    capacity_name_conflicts: bool = False
+    # 1.38: a negative capacity request is an error before any rounding; 1.37 rounds it
+    # up to the policy's minimum first and errs only on a negative result
+    negative_requests_abort: bool = False
+    # 1.38: a device that no longer allows multiple allocations but still carries a
+    # share is not allocated exclusively (except with admin access)
+    live_share_blocks_exclusive: bool = False
+    # 1.38: an `All` request over an incomplete or invalid pool fails that node only
+    all_mode_node_failure: bool = False
+    # gates this release locks to their default: `--feature-gates` refuses to change them
+    locked: frozenset[str] = frozenset()
+    # gates of draco's table this release does not know (unrecognized, as upstream says)
+    unknown: frozenset[str] = frozenset()
+
+
+DEFAULT_SEMANTICS = Semantics()
+
+
+@dataclass(frozen=True, slots=True)
 class FeatureGates:
-    """One field per gate, named as upstream names the gate (see `GATE_NAMES`)."""
+    """One field per gate, named as upstream names the gate (see `GATE_NAMES`), and the
+    release's behaviour (`semantics`, not a gate)."""
 
     admin_access: bool = True  # GA and locked on in 1.36
     consumable_capacity: bool = True  # beta, on since 1.36
@@ -29,6 +64,7 @@ class FeatureGates:
     fractional_capacity_range: bool = False
     partitionable_devices: bool = True  # beta, on since 1.36
     prioritized_list: bool = True  # GA and locked on in 1.37
+    semantics: Semantics = DEFAULT_SEMANTICS
 
 
 GATE_NAMES: dict[str, str] = {
@@ -49,12 +85,14 @@ NOT_IMPLEMENTED = frozenset({
 # Gates kube-scheduler knows that change nothing in allocation: accepted either way.
 NO_EFFECT = frozenset({"DRAResourceClaimDeviceStatus", "DRADeviceTaintRules"})
 DEFAULT_GATES = FeatureGates()
-assert set(GATE_NAMES.values()) == {f.name for f in fields(FeatureGates)}
+assert set(GATE_NAMES.values()) == {f.name for f in fields(FeatureGates)} - {"semantics"}
 
 
-def parse_feature_gates(text: str, base: FeatureGates = DEFAULT_GATES) -> FeatureGates:
+def parse_feature_gates(text: str, base: FeatureGates = DEFAULT_GATES, *,
+                        enforce_locks: bool = False) -> FeatureGates:
     """`A=true,B=false` over BASE. Unknown gates and values are errors (ValueError), as
-    they are for kube-scheduler."""
+    they are for kube-scheduler; with `enforce_locks` (a component's flag, not a library
+    caller's feature set) so is changing a gate BASE's release locks."""
     changes: dict[str, bool] = {}
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -70,10 +108,15 @@ def parse_feature_gates(text: str, base: FeatureGates = DEFAULT_GATES) -> Featur
             continue
         if name in NO_EFFECT:
             continue
-        if name not in GATE_NAMES:
+        if name not in GATE_NAMES or name in base.semantics.unknown:
             raise ValueError(f"unrecognized feature gate: {name}")
+        default = getattr(base, GATE_NAMES[name])
+        if enforce_locks and name in base.semantics.locked and (value == "true") != default:
+            raise ValueError(f"cannot set feature gate {name} to {value}, feature is locked to "
+                             f"{str(default).lower()} in Kubernetes {base.semantics.release}")
         changes[GATE_NAMES[name]] = value == "true"
-    return replace(base, **changes)
+    fields_: dict[str, Any] = dict(changes)  # gate fields only (never `semantics`)
+    return replace(base, **fields_)
 
 
 def check_claims(claims: Iterable[ResourceClaim], gates: FeatureGates) -> None:
@@ -99,10 +142,12 @@ def check_claims(claims: Iterable[ResourceClaim], gates: FeatureGates) -> None:
 
 def gated_inventory(inventory: Inventory, gates: FeatureGates) -> Inventory:
     """The devices as an allocator with GATES sees them: without DRADeviceTaints taints
-    do not count; without DRADeviceBindingConditions devices with binding conditions,
-    and without DRAPartitionableDevices devices consuming counters and slices with
-    per-device node selection, are never allocated (upstream's allocator)."""
-    if gates.device_taints and gates.device_binding_conditions and gates.partitionable_devices:
+    do not count; without DRAConsumableCapacity no device allows multiple allocations;
+    without DRADeviceBindingConditions devices with binding conditions, and without
+    DRAPartitionableDevices devices consuming counters and slices with per-device node
+    selection, are never allocated (upstream's allocator)."""
+    if (gates.device_taints and gates.device_binding_conditions and gates.partitionable_devices
+            and gates.consumable_capacity):
         return inventory
     pools = []
     for pool in inventory:
@@ -111,10 +156,17 @@ def gated_inventory(inventory: Inventory, gates: FeatureGates) -> Inventory:
             if sl.per_device and not gates.partitionable_devices:
                 continue
             devices = tuple(
-                d if gates.device_taints or not d.taints else replace(d, taints=())
-                for d in sl.devices
+                _gated_device(d, gates) for d in sl.devices
                 if (gates.device_binding_conditions or not d.binding_conditions)
                 and (gates.partitionable_devices or not d.consumes))
             slices.append(replace(sl, devices=devices))
         pools.append(replace(pool, slices=tuple(slices)))
     return tuple(pools)
+
+
+def _gated_device(d: Candidate, gates: FeatureGates) -> Candidate:
+    if not gates.device_taints and d.taints:
+        d = replace(d, taints=())
+    if not gates.consumable_capacity and d.allow_multiple_allocations:
+        d = replace(d, allow_multiple_allocations=False)
+    return d

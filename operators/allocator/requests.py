@@ -29,6 +29,11 @@ class AllocationError(Exception):
     """The allocation cannot be attempted or must stop (upstream returns an error)."""
 
 
+class NodeFailure(AllocationError):
+    """An error of this node only (1.38's `All` over a pool being updated or invalid):
+    upstream lets kube-scheduler try the other nodes and reports it only when none fits."""
+
+
 @dataclass(eq=False, slots=True)
 class Wanted:
     """One request (or subrequest) to satisfy. `all_devices` is set in `All` mode."""

@@ -16,12 +16,14 @@ Devices with fields draco does not model are never candidates.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from operators.allocator.capacity import NO_SHARES, Charged, Number, Shares, consumption, num
 from operators.allocator.counters import Ledger
+from operators.allocator.features import DEFAULT_SEMANTICS, Semantics
 from operators.allocator.inventory import (
     Candidate,
     Inventory,
@@ -33,6 +35,7 @@ from operators.allocator.inventory import (
 from operators.allocator.requests import (
     ALLOCATION_RESULTS_MAX_SIZE,
     AllocationError,
+    NodeFailure,
     Wanted,
     check_constraints,
     claim_label,
@@ -50,6 +53,7 @@ from operators.model import (
     ResourceClaim,
 )
 from operators.model.quantity import Quantity
+from operators.model.semver import Semver
 
 BUDGET_CHECK_EVERY = 128
 
@@ -101,20 +105,52 @@ def selectors_match(
 
 def same_attribute(a: Attribute, b: Attribute) -> bool:
     """Typed equality: a bool never equals an int, an int never a string; versions
-    compare as strings, which semver's minimal form makes exact."""
+    compare as strings, which semver's minimal form makes exact (up to 1.37)."""
     return a.kind == b.kind and type(a.value) is type(b.value) and a.value == b.value
+
+
+UINT64_MAX = 2**64 - 1
+Key = tuple[str, object]
+
+
+@functools.lru_cache(maxsize=4096)
+def _semver(text: str) -> Semver | None:
+    """TEXT as upstream's semver parser holds it (numbers are uint64), else None. Cached:
+    a constraint checks the same few versions on every step of the search."""
+    try:
+        v = Semver.parse(text)
+    except ValueError:
+        return None
+    if max(v.major, v.minor, v.patch) > UINT64_MAX or any(
+            isinstance(p, int) and p > UINT64_MAX for p in v.pre):
+        return None
+    return v
+
+
+def attribute_key(attr: Attribute, semantics: Semantics, device: DeviceID, name: str) -> Key:
+    """What a constraint compares: typed, so that a bool never equals an int; a version
+    is its text up to 1.37 and a semantic version from 1.38 (build metadata ignored).
+    From 1.38 a value it cannot evaluate stops the allocation (upstream's error)."""
+    if attr.kind == "version" and semantics.semver_constraints:
+        parsed = _semver(str(attr.value))
+        if parsed is not None:
+            return ("version", parsed)
+        if semantics.constraint_errors:
+            raise AllocationError(f"device {device}: unsupported attribute value for {name}")
+    return (attr.kind, attr.value)  # kinds parse to distinct types: typed equality
 
 
 class MatchAttribute:
     """Every device of the named requests must carry the same value of one attribute."""
 
-    __slots__ = ("requests", "attribute", "value", "count")
+    __slots__ = ("requests", "attribute", "value", "count", "semantics")
 
-    def __init__(self, c: DeviceConstraint) -> None:
+    def __init__(self, c: DeviceConstraint, semantics: Semantics = DEFAULT_SEMANTICS) -> None:
         self.requests = frozenset(c.requests)
         self.attribute = c.match_attribute or ""
-        self.value: Attribute | None = None
+        self.value: Key | None = None
         self.count = 0
+        self.semantics = semantics
 
     def applies(self, w: Wanted) -> bool:
         if not self.requests:
@@ -127,11 +163,11 @@ class MatchAttribute:
         attr = d.attributes.get(self.attribute)
         if attr is None:
             return False
+        key = attribute_key(attr, self.semantics, d.id, self.attribute)
         if self.count == 0:
-            self.value, self.count = attr, 1
+            self.value, self.count = key, 1
             return True
-        assert self.value is not None
-        if not same_attribute(attr, self.value):
+        if key != self.value:
             return False
         self.count += 1
         return True
@@ -147,18 +183,21 @@ class DistinctAttribute(MatchAttribute):
 
     __slots__ = ("values",)
 
-    def __init__(self, c: DeviceConstraint) -> None:
-        super().__init__(c)
+    def __init__(self, c: DeviceConstraint, semantics: Semantics = DEFAULT_SEMANTICS) -> None:
+        super().__init__(c, semantics)
         self.attribute = c.distinct_attribute or ""
-        self.values: list[Attribute] = []
+        self.values: list[Key] = []
 
     def add(self, w: Wanted, d: Candidate) -> bool:
         if not self.applies(w):
             return True
         attr = d.attributes.get(self.attribute)
-        if attr is None or any(same_attribute(attr, v) for v in self.values):
+        if attr is None:
             return False
-        self.values.append(attr)
+        key = attribute_key(attr, self.semantics, d.id, self.attribute)
+        if key in self.values:
+            return False
+        self.values.append(key)
         return True
 
     def remove(self, w: Wanted) -> None:
@@ -166,8 +205,8 @@ class DistinctAttribute(MatchAttribute):
             self.values.pop()
 
 
-def constraint_for(c: DeviceConstraint) -> MatchAttribute:
-    return MatchAttribute(c) if c.match_attribute else DistinctAttribute(c)
+def constraint_for(c: DeviceConstraint, semantics: Semantics = DEFAULT_SEMANTICS) -> MatchAttribute:
+    return MatchAttribute(c, semantics) if c.match_attribute else DistinctAttribute(c, semantics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,9 +262,11 @@ class Search:
                  shares: Shares = NO_SHARES, *, joint: Joint | None = None,
                  claim_offset: int = 0,
                  admit: Callable[[Candidate], bool] | None = None,
-                 fractional_ranges: bool = False) -> None:
+                 fractional_ranges: bool = False,
+                 semantics: Semantics = DEFAULT_SEMANTICS) -> None:
         self.claims = claims
         self.fractional_ranges = fractional_ranges  # DRAFractionalCapacityRange
+        self.semantics = semantics  # the release's behaviour where releases differ
         self.node = node
         self.in_use = in_use
         self.shares = shares
@@ -264,7 +305,7 @@ class Search:
                     f"claim {claim_label(claim)}: number of requested devices {minimum} "
                     f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
             self.plan.append(per_request)
-            self.constraints.append([constraint_for(c) for c in check_constraints(claim)])
+            self.constraints.append([constraint_for(c, semantics) for c in check_constraints(claim)])
 
     def _prepare(self, w: Wanted) -> None:
         if w.all_mode:
@@ -272,6 +313,9 @@ class Search:
             w.count = len(w.all_devices)
 
     def _all_devices(self, w: Wanted, claim: ResourceClaim) -> list[Candidate]:
+        # 1.38: a pool being updated or invalid fails this node only (upstream wraps the
+        # error so kube-scheduler tries the other nodes)
+        bad_pool = NodeFailure if self.semantics.all_mode_node_failure else AllocationError
         found: list[Candidate] = []
         for p, targeting in self.pools:
             if p.unmodelled:
@@ -280,11 +324,11 @@ class Search:
                     f"devices, but resource pool {p.id} has devices using "
                     f"{', '.join(p.unmodelled)}, which draco does not support")
             if p.incomplete:
-                raise AllocationError(
+                raise bad_pool(
                     f"claim {claim_label(claim)}, request {w.sub or w.base}: asks for all "
                     f"devices, but resource pool {p.id} is currently being updated")
             if p.unusable(targeting):
-                raise AllocationError(
+                raise bad_pool(
                     f"claim {claim_label(claim)}, request {w.sub or w.base}: asks for all "
                     f"devices, but resource pool {p.id} is currently invalid")
             for sl in targeting:
@@ -292,7 +336,8 @@ class Search:
                     if self.admit is not None and not self.admit(d):
                         continue  # outside the gang's topology domain
                     if selectable(w, sl, d, self.node, claim):
-                        if consumption(w.spec.capacity, d, {}, {}, self.fractional_ranges) is None:
+                        if consumption(w.spec.capacity, d, {}, {}, self.fractional_ranges,
+                                       self.semantics) is None:
                             continue  # its capacity could never serve the request (upstream)
                         if d.unsupported:
                             raise AllocationError(
@@ -400,11 +445,16 @@ class Search:
         consumed = None
         if d.allow_multiple_allocations or w.spec.capacity:
             consumed = consumption(w.spec.capacity, d, self.shares.held.get(d.id, {}),
-                                   self.allocating_capacity.get(d.id, {}), self.fractional_ranges)
+                                   self.allocating_capacity.get(d.id, {}), self.fractional_ranges,
+                                   self.semantics)
             if consumed is None:
                 return False
         if not d.allow_multiple_allocations and self._busy(w, d.id):
             return False
+        if (not d.allow_multiple_allocations and not w.admin_access
+                and self.semantics.live_share_blocks_exclusive
+                and (d.id in self.shares or self.sharing.get(d.id))):
+            return False  # 1.38: a share from when it allowed them still holds it
         if d.allow_multiple_allocations and d.id in self.in_use and not w.admin_access:
             return False  # a result without a share ID holds the whole device
         charge = self._charges_counters(d)

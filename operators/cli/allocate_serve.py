@@ -13,7 +13,9 @@ One request per input line, a JSON object:
      "node":     "NAME" or null,               # null: devices available on every node
      "inUse":    [{"driver", "pool", "device"}, ...],     # held by claims not shown
      "consumed": [{"driver", "pool", "device", "capacity": {NAME: QUANTITY}}, ...],
-     "featureGates": "DRAConsumableCapacity=true,..."}    # optional, per request
+     "featureGates": "DRAConsumableCapacity=true,...",    # optional, per request
+     "kubernetesVersion": "1.38"}   # optional: that release's default gates and
+                                    # behaviour, featureGates over them
 
 One answer per request line, a JSON object: `status` (`allocated`, `unsatisfiable`,
 `error`, `too-complex`, `unreadable`; `bad-request` when the line itself is wrong),
@@ -37,6 +39,7 @@ from operators.allocator import (
     shares_from_tracker,
 )
 from operators.allocator.features import FeatureGates, parse_feature_gates
+from operators.allocator.releases import parse_release
 from operators.cli.allocation_records import nodes_from
 from operators.cli.state import build_tracker, default_namespaces, object_key
 from operators.model import DeviceID, NamespacedName, ObjectRef, ResourceClaim
@@ -89,9 +92,14 @@ def answer(request: Mapping[str, Any], default_gates: FeatureGates) -> dict[str,
     if not isinstance(objects, list):
         raise BadRequest("objects: expected a list")
     gates = default_gates
+    if request.get("kubernetesVersion"):
+        try:
+            gates = parse_release(str(request["kubernetesVersion"])).gates
+        except ValueError as exc:
+            raise BadRequest(f"kubernetesVersion: {exc}") from exc
     if request.get("featureGates"):
         try:
-            gates = parse_feature_gates(str(request["featureGates"]), default_gates)
+            gates = parse_feature_gates(str(request["featureGates"]), gates)
         except ValueError as exc:
             raise BadRequest(f"featureGates: {exc}") from exc
     tracker = build_tracker(_unique_slices(objects))

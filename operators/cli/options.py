@@ -9,6 +9,10 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from operators.allocator.releases import Release
 
 # Durations beyond a year make no sense for draco's waits and would overflow timedelta
 # (at about 8.6e13 s) long before they mean anything.
@@ -80,3 +84,17 @@ def gate_list(text: str) -> str:
 
 
 gate_list.__name__ = "gate list"
+
+
+def kubernetes_version(text: str) -> Release:
+    """A Kubernetes release draco answers as (`1.38`, `v1.38.0-beta.0`): its default
+    gates and allocator behaviour (see `operators.allocator.releases`)."""
+    from operators.allocator.releases import parse_release
+
+    try:
+        return parse_release(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+kubernetes_version.__name__ = "Kubernetes version"

@@ -5,6 +5,11 @@ trailing ` admin` marks adminAccess, ` share` a shareID, ` name=amount` each
 consumedCapacity entry); `nodeSelector` and `config` are compared in
 their API form when given; `reason` is a substring of the outcome's reason; `explain`
 maps a result request name to the explain fields it must show.
+
+Each case runs at every release from its `since:` to its `until:` (both inclusive;
+default: every release draco answers as, 1.34 to 1.38), over that release's default
+gates (`gates:` changes them) and behaviour: a case pins what kube-scheduler of each
+of those releases answers.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import yaml
 
 from operators.allocator import allocate
 from operators.allocator.features import parse_feature_gates
+from operators.allocator.releases import RELEASES, parse_release
 from tests.allocator.build import case_inputs, case_shares
 
 CASES: list[dict[str, Any]] = yaml.safe_load(
@@ -40,10 +46,26 @@ def _results(api: dict[str, Any]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_allocation_table(case: dict[str, Any]) -> None:
+def releases(case: dict[str, Any]) -> list[int]:
+    """The minors the case holds at (see the module's docstring)."""
+    since = parse_release(case["since"]).minor if "since" in case else min(RELEASES)
+    until = parse_release(case["until"]).minor if "until" in case else max(RELEASES)
+    return [m for m in sorted(RELEASES) if since <= m <= until]
+
+
+PARAMS = [pytest.param(case, minor, id=f"{case['name']}@1.{minor}")
+          for case in CASES for minor in releases(case)]
+
+
+def test_every_case_runs_somewhere() -> None:
+    assert all(releases(c) for c in CASES), [c["name"] for c in CASES if not releases(c)]
+    assert len({c["name"] for c in CASES}) == len(CASES), "two cases share a name"
+
+
+@pytest.mark.parametrize(("case", "minor"), PARAMS)
+def test_allocation_table(case: dict[str, Any], minor: int) -> None:
     claims, node, inventory, classes, in_use = case_inputs(case)
-    gates = parse_feature_gates(case.get("gates", ""))
+    gates = parse_feature_gates(case.get("gates", ""), RELEASES[minor].gates)
     outcome = allocate(claims, node, inventory, classes, in_use, budget_s=case.get("budget", 10.0),
                        shares=case_shares(case), features=gates)
     expect = case["expect"]
