@@ -30,6 +30,11 @@ Gates: a claim that a pod still held by another controller's scheduling gate use
 its record says `waiting` and names the pod and the gate; its devices stay free for the
 claims after it.
 
+Release: draco answers as the kube-scheduler of the cluster's release would with its
+default gates (from the server's /version; 1.34 to 1.38), or of --kubernetes-version
+(with --from files, where there is no server, 1.37 unless given). --feature-gates
+change that release's defaults; a gate the release locks cannot be changed.
+
 A claim that cannot be allocated is a result (`allocated: false` with the reason and,
 where the search got that far, the explain per request), and the exit code is 0.
 """
@@ -58,9 +63,11 @@ from operators.allocator.features import (
     parse_feature_gates,
 )
 from operators.allocator.nodes import NodeIndex, Placement, PodFit, candidate_nodes, place
+from operators.allocator.releases import DEFAULT_RELEASE, Release, release_for_server
 from operators.cli.allocate_gang import gang_document, gang_table
 from operators.cli.allocate_preempt import preempt_document, preempt_table
 from operators.cli.allocate_serve import serve
+from operators.cli.allocate_workload import cluster_objects, workload_document, workload_table
 from operators.cli.allocation_records import (
     allocated_record,
     failed_record,
@@ -69,7 +76,7 @@ from operators.cli.allocation_records import (
     waiting_record,
 )
 from operators.cli.inputs import UsageError
-from operators.cli.options import gate_list
+from operators.cli.options import gate_list, kubernetes_version
 from operators.cli.output import emit, render_table, warn
 from operators.cli.state import add_source_options, load_state, object_key
 from operators.cli.upstream_taints import add_upstream
@@ -123,9 +130,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--preempt", default=None, type=namespaced_key, metavar="NS/NAME",
                         help="which running pods draco would evict so that this gated pod's "
                         "claims fit, and the devices it would nominate (nothing is evicted)")
+    parser.add_argument("--workload", default=None, type=namespaced_key, metavar="NS/NAME",
+                        help="what draco's Kueue admission check would answer for this Workload "
+                        "(kueue.x-k8s.io/v1beta2): its pods' claims searched as one gang")
     parser.add_argument("--feature-gates", default="", type=feature_gates, metavar="NAME=BOOL,...",
                         help="allocator feature gates, as kube-scheduler spells them (default: "
-                        "kube-scheduler 1.37's defaults): " + ", ".join(sorted(GATE_NAMES)))
+                        "the release's defaults, see --kubernetes-version): "
+                        + ", ".join(sorted(GATE_NAMES)))
+    parser.add_argument("--kubernetes-version", default=None, type=kubernetes_version,
+                        metavar="1.MINOR", help="allocate as this release's kube-scheduler "
+                        "with default gates, 1.34 to 1.38 (default: the cluster's version; "
+                        "with --from, 1.37)")
     parser.add_argument("--act-beside-gates", type=gate_list, default="", metavar="GATE,...",
                         help="other controllers' scheduling gates to allocate beside, as `draco run "
                         "--act-beside-gates` (default: none; claims of pods that carry any gate but "
@@ -136,11 +151,22 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def feature_gates(text: str) -> FeatureGates:
+def feature_gates(text: str) -> str:
+    """The text, once it reads as gates (the release, known later, checks it again)."""
     try:
-        return parse_feature_gates(text)
+        parse_feature_gates(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+    return text
+
+
+def gates_for(release: Release, text: str) -> FeatureGates:
+    """RELEASE's defaults with --feature-gates over them; a usage error for a gate the
+    release does not know or locks."""
+    try:
+        return parse_feature_gates(text, release.gates, enforce_locks=True)
+    except ValueError as exc:
+        raise UsageError(f"--feature-gates: {exc}") from None
 
 
 feature_gates.__name__ = "feature gates"
@@ -337,14 +363,29 @@ def table(doc: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    gates: FeatureGates = args.feature_gates
+    release: Release | None = args.kubernetes_version
     if args.serve:
-        if args.sources or args.claims or args.node or args.gang or args.preempt:
+        if args.sources or args.claims or args.node or args.gang or args.preempt or args.workload:
             raise UsageError("--serve reads everything from its requests: it takes no --from, "
                              "--claim, --node, --gang or --preempt")
-        return serve(gates)
+        return serve(gates_for(release or DEFAULT_RELEASE, args.feature_gates))
     tracker, objects = load_state(args)
-    add_upstream(args, tracker, list(objects), probe=False)  # upstream's rules taint devices too
+    # upstream's rules taint devices too
+    record = add_upstream(args, tracker, list(objects), probe=False)
+    if release is None and record is not None:
+        release, why = release_for_server(str(record.get("serverVersion") or ""))
+        if why:
+            warn(why)
+    gates = gates_for(release or DEFAULT_RELEASE, args.feature_gates)
+    if args.workload is not None:
+        if args.claims or args.node or args.gang or args.preempt:
+            raise UsageError("--workload decides for the whole Workload: it takes no --claim, "
+                             "--node, --gang or --preempt")
+        if not args.sources:
+            objects = [*objects, *cluster_objects(args.workload)]
+        emit(workload_document(tracker, objects, args.workload, DEFAULT_BUDGET_S), args.output,
+             workload_table)
+        return 0
     if args.preempt is not None:
         if args.claims or args.node or args.gang:
             raise UsageError("--preempt decides for one pod: it takes no --claim, --node or --gang")

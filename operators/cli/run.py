@@ -16,6 +16,7 @@ import asyncio
 import gc
 import logging
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,9 @@ FEEDS = {
     "narrowing": ("ResourceClaim", "Pod", "Gang", "PodGroup"),
     # devices with their slice taints and patched attributes, pods' device health, the rules
     "health": ("ResourceSlice", "DeviceClass", "Pod", "DeviceTaintRule", "ResourceSlicePatch"),
+    # Kueue's devices check (--admission-check): the allocator's device view and Gangs
+    "admission": ("ResourceSlice", "DeviceClass", "ResourceClaim", "Pod", "DeviceTaintRule",
+                  "DeviceTaintRule.resource.k8s.io", "ResourceSlicePatch", "Gang"),
 }
 
 
@@ -81,6 +85,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--allocation-timeout", type=seconds, default=10.0, metavar="SECONDS",
                         help="the allocator's time budget for one pod's claims; past it the pod is "
                              "reported as TooComplex and nothing is written (default 10)")
+    parser.add_argument("--admission-check", action="store_true",
+                        help="answer Kueue's AdmissionChecks whose controllerName is "
+                             "resource.draco.dev/devices: a Workload is Ready only when all its pods' "
+                             "devices fit jointly, and they are kept for it until its pods come "
+                             "(off by default; needs Kueue's kueue.x-k8s.io/v1beta2 API, idle without it)")
+    parser.add_argument("--admission-pod-timeout", type=seconds, default=600.0, metavar="SECONDS",
+                        help="how long devices stay reserved for a Ready Workload none of whose pods "
+                             "came; then its check turns Retry (default 600)")
     parser.add_argument("--gate-webhook-port", type=port, default=0, metavar="PORT",
                         help="serve the mutating admission webhook that adds draco's scheduling gate "
                              "to new pods with ResourceClaims, at https://ADDRESS:PORT/gate "
@@ -159,7 +171,8 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
 
     ensure_upstream_overlay(tracker)  # upstream's own DeviceTaintRules: a taint source too
     feeds: list[str] = []
-    for name in controllers:
+    admission = bool(getattr(settings, "admission_check", False))
+    for name in [*controllers, *(["admission"] if admission else [])]:
         feeds += [k for k in FEEDS[name] if k not in feeds]
     if "patches" in controllers:  # the reporter feeds its patches into the tracker itself
         feeds = [k for k in feeds if k != "ResourceSlicePatch"]
@@ -218,6 +231,13 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
 
         started["health"] = register_health(registry, tracker, settings)
 
+    if admission:
+        from operators.admission_controller.handlers import register as register_admission
+
+        started["admission"] = register_admission(registry, tracker, settings, ready=gate.wait)
+        if "allocator" in started:  # one view of what is taken: reservations kept in its holds
+            started["admission"].attach(started["allocator"].holds)
+
     if int(getattr(settings, "gate_webhook_port", 0) or 0):
         from operators.narrowing.webhook import register as register_webhook
         from operators.narrowing.webhook import settings_from as webhook_settings
@@ -263,6 +283,12 @@ async def _prime(gate: Any, feeds: list[str], client: Any, seen: Any) -> None:
         await client.close()
 
 
+# How long `draco run` keeps asking an API server that refuses its credentials (401/403)
+# before it gives up, and how often.
+DENIED_GRACE_S = 15.0
+DENIED_RETRY_S = 1.0
+
+
 def preflight() -> str:
     """Fail at once, naming the kubeconfig, when the cluster cannot be used: kopf itself
     would retry the login every minute and log only "Task exception was never retrieved".
@@ -279,18 +305,25 @@ def preflight() -> str:
     except Exception as exc:  # noqa: BLE001 - e.g. a client certificate kopf cannot read
         raise ClusterError(f"cannot use the kubeconfig {kubeconfig_location()}: {one_line(exc)}") from exc
     host = str(api.configuration.host)
-    try:
-        verb, url, headers, _, _ = api.param_serialize(
-            "GET", "/version", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
-        resp = api.call_api(verb, url, header_params=headers, _request_timeout=10)
-        resp.read()
-    except Exception as exc:  # noqa: BLE001 - connection problems, named in one line
-        raise ClusterError(f"cannot reach the API server at {host} (kubeconfig {kubeconfig_location()}): "
-                           f"{connection_problem(exc)}") from exc
-    if resp.status in (401, 403):
-        raise ClusterError(f"the API server at {host} refused the credentials of kubeconfig "
-                           f"{kubeconfig_location()} (HTTP {resp.status})")
-    return host
+    deadline = time.monotonic() + DENIED_GRACE_S
+    while True:
+        try:
+            verb, url, headers, _, _ = api.param_serialize(
+                "GET", "/version", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+            resp = api.call_api(verb, url, header_params=headers, _request_timeout=10)
+            resp.read()
+        except Exception as exc:  # noqa: BLE001 - connection problems, named in one line
+            raise ClusterError(f"cannot reach the API server at {host} (kubeconfig {kubeconfig_location()}): "
+                               f"{connection_problem(exc)}") from exc
+        if resp.status not in (401, 403):
+            return host
+        # A kube-apiserver that just (re)started refuses everyone for a moment, until its
+        # authenticators and RBAC caches are filled: asked again, so that a restarted API
+        # server does not put draco's pod into CrashLoopBackOff's growing delays.
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"the API server at {host} refused the credentials of kubeconfig "
+                               f"{kubeconfig_location()} (HTTP {resp.status})")
+        time.sleep(DENIED_RETRY_S)
 
 
 def _device_taints() -> dict[str, Any] | None:

@@ -38,3 +38,25 @@ def test_the_schema_refuses_what_is_no_gate_list(bad: str) -> None:
                     f"controllers.allocator.actBesideGates={bad}", check=False)
     assert proc.returncode != 0
     assert "actBesideGates" in proc.stderr
+
+
+KUEUE_RULE = {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "admissionchecks", "resourceflavors"],
+              "verbs": ["get", "list", "watch"]}
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_the_admission_check_is_off_by_default_and_brings_its_rbac_when_on(on: bool) -> None:
+    """`controllers.allocator.admissionCheck`: `draco run --admission-check` through
+    DRACO_ADMISSION_CHECK, and the allocator's role may read Kueue's objects only then."""
+    values = ("--set", "controllers.allocator.admissionCheck=true",
+              "--set", "controllers.allocator.admissionPodTimeout=120") if on else ()
+    rendered = objects(template(*values))
+    env = env_of(find(rendered, "Deployment", "draco"))
+    assert ("DRACO_ADMISSION_CHECK" in env) is on
+    role = find(rendered, "ClusterRole", "draco-allocator")
+    assert (KUEUE_RULE in role["rules"]) is on
+    assert any("kueue.x-k8s.io" in r.get("apiGroups", []) for r in role["rules"]) is on
+    if on:
+        args = build_parser().parse_args(["run", "--admission-check"])
+        assert args.admission_check is True
+        assert env["DRACO_ADMISSION_POD_TIMEOUT"] == "120"

@@ -256,3 +256,61 @@ def test_the_same_object_twice_in_the_input_is_an_error_naming_both_places(
     assert_one_line_error(err)
     assert "ResourceSlice.resource.k8s.io node-a-gpu.example.com-x7k2p is in the input twice: " \
            f"{CLUSTER} (document 5) and {extra} (document 1)" in err
+
+
+class _Refusing:
+    """An HTTP server answering /version with 403 for its first REFUSALS requests (a
+    kube-apiserver whose RBAC caches are not filled yet), then 200."""
+
+    def __init__(self, refusals: int) -> None:
+        import http.server
+        import threading
+
+        outer = self
+        self.asked = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's spelling
+                outer.asked += 1
+                ok = outer.asked > refusals
+                body = b'{"major": "1", "minor": "37", "gitVersion": "v1.37.2"}' if ok else b"{}"
+                self.send_response(200 if ok else 403)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.mark.parametrize(("refusals", "passes"), [(2, True), (1000, False)])
+def test_draco_run_asks_again_while_the_api_server_refuses_everyone_for_a_moment(
+        refusals: int, passes: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restarted kube-apiserver answers 403 until its caches are filled: draco run's
+    preflight asks again for a while (a pod would otherwise crash-loop), then gives up
+    with the one-line error."""
+    from operators.apiserver.runner import kubeconfig
+    from operators.cli import run as run_module
+    from operators.cli.inputs import ClusterError
+
+    server = _Refusing(refusals)
+    config = tmp_path / "kubeconfig"
+    config.write_text(kubeconfig(server.url))
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    monkeypatch.setattr(run_module, "DENIED_GRACE_S", 0.5)
+    monkeypatch.setattr(run_module, "DENIED_RETRY_S", 0.05)
+    try:
+        if passes:
+            assert run_module.preflight() == server.url
+            assert server.asked == refusals + 1
+        else:
+            with pytest.raises(ClusterError, match=r"refused the credentials .*\(HTTP 403\)"):
+                run_module.preflight()
+            assert server.asked > 1, "asked again before giving up"
+    finally:
+        server.server.shutdown()

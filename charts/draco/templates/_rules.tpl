@@ -118,6 +118,20 @@ controllers with low-level event handlers only, so it patches nothing of its own
   resources: [devicetaintrules]
   verbs: [create, delete]  # NoSchedule fences keeping kube-scheduler off nominated devices (1.37+)
 {{- end }}
+{{- if .Values.controllers.allocator.admissionCheck }}
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads, admissionchecks, resourceflavors]
+  verbs: [get, list, watch]  # Kueue's devices check: the Workloads that name it
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads]
+  verbs: [patch]  # the reservation annotation, written before the check turns Ready
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads/status, admissionchecks/status]
+  verbs: [patch]  # the check's state on the Workload; the AdmissionCheck's Active condition
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaimtemplates]
+  verbs: [get, list, watch]  # a PodSet's claims come from its templates
+{{- end }}
 - apiGroups: [""]
   resources: [nodes]
   verbs: [list, watch]  # which nodes reach which devices
