@@ -152,6 +152,9 @@ class GangPlacer:
         self.gang_retry_at: dict[GangKey, float] = {}  # monotonic: after a failed write
         self.gang_limit_passed: set[GangKey] = set()
         self.gangs_allocated = 0
+        # One status write per gang at a time, the newest last (see `_patch_gang_status`).
+        self.status_latest: dict[GangKey, tuple[dict[str, Any], bool]] = {}
+        self.status_writing: set[GangKey] = set()
 
     # -- what the controller and the gang preemptor ask
 
@@ -510,6 +513,25 @@ class GangPlacer:
         self.owner.background(self._patch_gang_status(view.key, status, first=last is None))
 
     async def _patch_gang_status(self, gkey: GangKey, status: dict[str, Any], first: bool = False) -> None:
+        """Write the gang's status, one write per gang at a time and the newest last:
+        decisions write from concurrent tasks, and an older status landing after a newer
+        one would leave the Gang a decision behind (found by the hostile-object run)."""
+        queued = self.status_latest.get(gkey)
+        self.status_latest[gkey] = (status, first or (queued is not None and queued[1]))
+        if gkey in self.status_writing:
+            return  # the write in flight writes this one after its own
+        self.status_writing.add(gkey)
+        try:
+            while gkey in self.status_latest:
+                status, first = self.status_latest.pop(gkey)
+                await self._write_gang_status(gkey, status, first)
+        except BaseException:  # cancelled (shutting down): nothing is left waiting
+            self.status_latest.pop(gkey, None)
+            raise
+        finally:
+            self.status_writing.discard(gkey)
+
+    async def _write_gang_status(self, gkey: GangKey, status: dict[str, Any], first: bool) -> None:
         """FIRST: this process has not written the gang's status yet (it just started or
         took over): the status the API holds, not this process's empty memory, says
         whether the condition flips, and a status already current is not written again."""

@@ -59,3 +59,47 @@ def test_a_condition_that_flips_under_a_new_leader_gets_a_new_time() -> None:
     run(c.settle())
     cond = condition(c)
     assert cond["status"] == "True" and cond["lastTransitionTime"] != LONG_AGO
+
+
+def test_concurrent_status_writes_of_one_gang_land_one_at_a_time_the_newest_last() -> None:
+    """Found by the hostile-object run: decisions write a Gang's status from concurrent
+    tasks, and an older status landing after a newer one left the Gang a decision behind."""
+    import asyncio
+
+    from operators.kube.client import Response
+
+    c = Cluster(halves_world())
+    placer = c.allocator.gangs
+    landed: list[str] = []
+    most = 0
+    flying = 0
+
+    class Slow:
+        def __init__(self) -> None:
+            self.release = asyncio.Event()
+
+        async def merge_patch(self, path: str, body: Any) -> Response:
+            nonlocal flying, most
+            flying += 1
+            most = max(most, flying)
+            await self.release.wait()
+            flying -= 1
+            landed.append(body["status"]["conditions"][0]["reason"])
+            return Response(200, {})
+
+    slow = Slow()
+    placer.client = slow  # type: ignore[assignment]
+    key = ("Gang", NS, "g")
+
+    async def go() -> None:
+        tasks = [asyncio.create_task(placer._patch_gang_status(
+            key, {"conditions": [{"type": "Allocated", "status": "False", "reason": reason}]}))
+            for reason in ("GangNotFound", "Unschedulable", "GangUnschedulable")]
+        await asyncio.sleep(0)
+        slow.release.set()
+        await asyncio.gather(*tasks)
+
+    run(go())
+    assert landed == ["GangNotFound", "GangUnschedulable"], "the newest last; a superseded one never"
+    assert most == 1, "one write per gang at a time"
+    assert placer.status_latest == {} and placer.status_writing == set()
