@@ -89,7 +89,7 @@ controllers with low-level event handlers only, so it patches nothing of its own
   verbs: [list, watch]  # admin-set attributes count in the allocator's device view
 - apiGroups: [resource.draco.dev]
   resources: [gangs]
-  verbs: [list, watch]  # groups whose members are allocated jointly
+  verbs: [get, list, watch]  # groups whose members are allocated jointly; get: a new leader reads a Gang's stored status before its first write
 - apiGroups: [resource.draco.dev]
   resources: [gangs/status]
   verbs: [patch]  # members, placed, domain, the Allocated condition
