@@ -55,6 +55,7 @@ from operators.gangs.gang_members import GangMembers, GangView, gang_view
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.metrics import gated_pod_done
+from operators.kube.newest_last import NewestLast
 from operators.kube.pod_reports import PodReporter
 from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, NamespacedName
@@ -152,9 +153,13 @@ class GangPlacer:
         self.gang_retry_at: dict[GangKey, float] = {}  # monotonic: after a failed write
         self.gang_limit_passed: set[GangKey] = set()
         self.gangs_allocated = 0
-        # One status write per gang at a time, the newest last (see `_patch_gang_status`).
-        self.status_latest: dict[GangKey, tuple[dict[str, Any], bool]] = {}
-        self.status_writing: set[GangKey] = set()
+        # One status write per gang at a time, the newest last (`newest_last`); a queued
+        # first write after a takeover stays a first write when a newer status replaces it.
+        self.statuses: NewestLast[GangKey, tuple[dict[str, Any], bool]] = NewestLast(
+            lambda gkey, item: self._write_gang_status(gkey, *item),
+            lambda queued, newer: (newer[0], newer[1] or queued[1]))
+        self.status_latest = self.statuses.latest
+        self.status_writing = self.statuses.writing
 
     # -- what the controller and the gang preemptor ask
 
@@ -516,20 +521,7 @@ class GangPlacer:
         """Write the gang's status, one write per gang at a time and the newest last:
         decisions write from concurrent tasks, and an older status landing after a newer
         one would leave the Gang a decision behind (found by the hostile-object run)."""
-        queued = self.status_latest.get(gkey)
-        self.status_latest[gkey] = (status, first or (queued is not None and queued[1]))
-        if gkey in self.status_writing:
-            return  # the write in flight writes this one after its own
-        self.status_writing.add(gkey)
-        try:
-            while gkey in self.status_latest:
-                status, first = self.status_latest.pop(gkey)
-                await self._write_gang_status(gkey, status, first)
-        except BaseException:  # cancelled (shutting down): nothing is left waiting
-            self.status_latest.pop(gkey, None)
-            raise
-        finally:
-            self.status_writing.discard(gkey)
+        await self.statuses.submit(gkey, (status, first))
 
     async def _write_gang_status(self, gkey: GangKey, status: dict[str, Any], first: bool) -> None:
         """FIRST: this process has not written the gang's status yet (it just started or

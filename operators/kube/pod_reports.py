@@ -21,6 +21,7 @@ import structlog
 from operators.kube.client import KubeClient, RateLimiter
 from operators.kube.conditions import rfc3339
 from operators.kube.events import EventRecorder
+from operators.kube.newest_last import NewestLast
 from operators.kube.supervision import guarded
 from operators.model import NamespacedName
 
@@ -61,11 +62,11 @@ class PodReporter:
         # reports a pod's success with one Event, and client-go drops Events it cannot send.
         self.events = EventRecorder(client, component, normal_budget=RateLimiter(NORMAL_RATE, NORMAL_BURST))
         self.log = structlog.get_logger(f"draco.{controller}")
-        # One condition write per pod at a time, the newest last: a controller reports from
-        # concurrent tasks, and an older report landing after a newer one would leave the
-        # pod saying what draco no longer thinks (found by the hostile-object run).
-        self._latest: dict[NamespacedName, tuple[str, dict[str, Any]]] = {}
-        self._writing: set[NamespacedName] = set()
+        # One condition write per pod at a time, the newest last (`newest_last`).
+        self._conditions: NewestLast[NamespacedName, tuple[str, dict[str, Any]]] = NewestLast(
+            lambda key, body: self._write_condition(key, *body))
+        self._latest = self._conditions.latest
+        self._writing = self._conditions.writing
 
     async def event(self, key: NamespacedName, uid: str, reason: str, message: str,
                     type_: str = "Normal") -> None:
@@ -82,19 +83,7 @@ class PodReporter:
         failure is logged and counted; the step that reports goes on."""
         cond = {"type": self.condition_type, "status": status, "reason": reason,
                 "message": message[:1024], "lastTransitionTime": since or rfc3339(self.clock())}
-        self._latest[key] = (uid, cond)
-        if key in self._writing:
-            return  # the write in flight for this pod writes this one after its own
-        self._writing.add(key)
-        try:
-            while key in self._latest:
-                uid, cond = self._latest.pop(key)
-                await self._write_condition(key, uid, cond)
-        except BaseException:  # cancelled (shutting down): nothing is left waiting
-            self._latest.pop(key, None)
-            raise
-        finally:
-            self._writing.discard(key)
+        await self._conditions.submit(key, (uid, cond))
 
     async def _write_condition(self, key: NamespacedName, uid: str, cond: dict[str, Any]) -> None:
         with guarded(self.controller, "condition", kind="Pod", namespace=key.namespace, name=key.name):
