@@ -55,7 +55,7 @@ from operators.gangs.gang_members import GangMembers, GangView, gang_view
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.metrics import gated_pod_done
-from operators.kube.newest_last import NewestLast
+from operators.kube.newest_last import NewestLast, compose_merge_patches
 from operators.kube.pod_reports import PodReporter
 from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, NamespacedName
@@ -153,11 +153,12 @@ class GangPlacer:
         self.gang_retry_at: dict[GangKey, float] = {}  # monotonic: after a failed write
         self.gang_limit_passed: set[GangKey] = set()
         self.gangs_allocated = 0
-        # One status write per gang at a time, the newest last (`newest_last`); a queued
-        # first write after a takeover stays a first write when a newer status replaces it.
+        # One status write per gang at a time, the newest last (`newest_last`). The writes
+        # are merge patches, so a superseded one is folded into the newer (a domain it set
+        # stays); a queued first write after a takeover stays a first write.
         self.statuses: NewestLast[GangKey, tuple[dict[str, Any], bool]] = NewestLast(
             lambda gkey, item: self._write_gang_status(gkey, *item),
-            lambda queued, newer: (newer[0], newer[1] or queued[1]))
+            lambda queued, newer: (compose_merge_patches(queued[0], newer[0]), newer[1] or queued[1]))
         self.status_latest = self.statuses.latest
         self.status_writing = self.statuses.writing
 

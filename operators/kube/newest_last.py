@@ -11,7 +11,7 @@ queued; the writer in flight sends the newest once its own is done.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -44,4 +44,17 @@ class NewestLast(Generic[K, V]):
             self.writing.discard(key)
 
 
-__all__ = ["NewestLast"]
+def compose_merge_patches(first: dict[str, Any], then: dict[str, Any]) -> dict[str, Any]:
+    """One JSON merge patch (RFC 7386) doing what FIRST and then THEN do: a superseded
+    merge patch may set keys the newer one leaves out (a Gang's domain, set when it was
+    placed and not repeated after), so skipping it must keep them."""
+    out = dict(first)
+    for key, value in then.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = compose_merge_patches(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+__all__ = ["NewestLast", "compose_merge_patches"]

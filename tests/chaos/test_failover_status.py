@@ -103,3 +103,43 @@ def test_concurrent_status_writes_of_one_gang_land_one_at_a_time_the_newest_last
     assert landed == ["GangNotFound", "GangUnschedulable"], "the newest last; a superseded one never"
     assert most == 1, "one write per gang at a time"
     assert placer.status_latest == {} and placer.status_writing == set()
+
+
+def test_a_superseded_status_write_keeps_what_only_it_set() -> None:
+    """Gang statuses are merge patches: the status written when the gang is placed sets
+    its domain and nodes, later ones leave them out. When the placed one is superseded
+    before it is sent, what only it set is still written (a real-cluster run saw a placed
+    Gang without its domain)."""
+    import asyncio
+
+    from operators.kube.client import Response
+
+    c = Cluster(halves_world())
+    placer = c.allocator.gangs
+    sent: list[dict[str, Any]] = []
+
+    class Slow:
+        def __init__(self) -> None:
+            self.release = asyncio.Event()
+
+        async def merge_patch(self, path: str, body: Any) -> Response:
+            await self.release.wait()
+            sent.append(body["status"])
+            return Response(200, {})
+
+    slow = Slow()
+    placer.client = slow  # type: ignore[assignment]
+    key = ("Gang", NS, "g")
+    cond = [{"type": "Allocated", "status": "True", "reason": "Allocated"}]
+
+    async def go() -> None:
+        tasks = [asyncio.create_task(placer._patch_gang_status(key, status)) for status in (
+            {"placed": 0, "conditions": cond},
+            {"placed": 2, "domain": "rack=r1", "nodes": ["n-1"], "conditions": cond},
+            {"placed": 2, "members": 2, "conditions": cond})]
+        await asyncio.sleep(0)
+        slow.release.set()
+        await asyncio.gather(*tasks)
+
+    run(go())
+    assert sent[-1]["domain"] == "rack=r1" and sent[-1]["nodes"] == ["n-1"] and sent[-1]["members"] == 2
