@@ -235,11 +235,11 @@ def test_137_draco_and_upstream_rule_on_the_same_devices_evict_each_pod_once(
     removals = settle(b, since, pods)
     assert sorted(r["pod"] for r in removals) == pods, removals  # one request per pod, 404s included
     assert all(by_kcm(r["agent"]) for r in removals), removals
-    up = wait_for(lambda: (c := condition(b, f"{UPSTREAM_RULES}/up-{b.ns}")) and c["status"] == "False" and c,
-                  30, what="upstream's rule condition False")
+    up = wait_for(lambda: (c := condition(b, f"{UPSTREAM_RULES}/up-{b.ns}")) and c["reason"] == "Completed" and c,
+                  30, what="upstream's rule condition Completed")
     dr = wait_for(lambda: (c := condition(b, f"{DRACO_RULES}/dr-{b.ns}")) and c["status"] == "False" and c,
                   30, what="draco's rule condition False")
-    assert up["reason"] == "Completed"
+    assert up["status"] == "False"
     assert dr["reason"] == "NotStarted"  # draco evicted none itself
 
 
@@ -353,7 +353,8 @@ def test_137_migrate_moves_draco_rules_to_upstream(real_137: RealBackend) -> Non
     assert moved is not None and moved["spec"] == {
         "deviceSelector": selector,
         "taint": {"key": KEY, "effect": "NoSchedule", "timeAdded": "2026-01-02T03:04:05Z"}}
-    assert condition(b, f"{UPSTREAM_RULES}/a-{b.ns}") is not None  # upstream's controller took it over
+    wait_for(lambda: condition(b, f"{UPSTREAM_RULES}/a-{b.ns}"), 30,
+             what="upstream's controller to take the migrated rule over")
     none_rule = b.get(f"{UPSTREAM_RULES}/b-{b.ns}")
     assert none_rule is not None and none_rule["spec"]["taint"]["effect"] == "None"
     assert b.get(f"{DRACO_RULES}/a-{b.ns}") is None and b.get(f"{DRACO_RULES}/b-{b.ns}") is None
@@ -378,7 +379,10 @@ def test_137_views_report_upstream_rules_and_the_detection(real_137: RealBackend
     make_slice(b, ["d0", "d1"])
     make_pod(b, "a", "d0", tolerate_seconds=3600)
     b.create(UPSTREAM_RULES, rule_body("resource.k8s.io/v1", f"up-{b.ns}", {"driver": b.driver, "pool": b.ns, "device": "d0"}))
-    wait_for(lambda: condition(b, f"{UPSTREAM_RULES}/up-{b.ns}"), 30, what="upstream's condition")
+    # kube-controller-manager may first write NotStarted (before it has seen the pod's
+    # allocation) and then PodsPendingEviction: wait for the state the pod makes true
+    wait_for(lambda: (condition(b, f"{UPSTREAM_RULES}/up-{b.ns}") or {}).get("reason") == "PodsPendingEviction",
+             30, what="upstream's PodsPendingEviction condition")
     devices = draco_cli(b, "devices", "-o", "json")
     assert devices.returncode == 0, devices.stderr
     doc = json.loads(devices.stdout)
