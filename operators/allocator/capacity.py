@@ -231,10 +231,19 @@ def _amount(requested: Quantity | None, text: str, policy: CapacityPolicy | None
 
 
 def short_name(name: str, driver: str) -> str:
-    """The capacity name as results carry it: drivers publish names in their own domain
-    without it, so the domain is dropped when it is the driver's."""
+    """The capacity name as results carry it before 1.38: drivers publish names in their
+    own domain without it, so the domain is dropped when it is the driver's."""
     domain, _, short = name.rpartition("/")
     return short if domain == driver else name
+
+
+def status_name(name: str, d: Candidate, semantics: Semantics = DEFAULT_SEMANTICS) -> str:
+    """The capacity name as consumedCapacity carries it: from 1.38 as the device spells
+    it (with its driver's domain when it published it so, which also wins when it
+    published both), before that `short_name`."""
+    if semantics.device_spellings and name in d.domain_spelled:
+        return name
+    return short_name(name, d.id.driver)
 
 
 @dataclass
@@ -277,4 +286,4 @@ class Charged(Container[DeviceID]):
 
 
 __all__ = ["NO_SHARES", "Charged", "Shares", "consumed_amount", "consumption", "round_up_range",
-           "shares_from_claims", "short_name", "violates"]
+           "shares_from_claims", "short_name", "status_name", "violates"]

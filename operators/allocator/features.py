@@ -33,6 +33,10 @@ class Semantics:
     constraint_errors: bool = False
     # 1.38: a request naming one capacity both short and qualified is an error
     capacity_name_conflicts: bool = False
+    # 1.38: a device publishing a name both short and qualified with its driver's domain
+    # is read with the qualified entry winning (draco refuses its pool before), and
+    # consumedCapacity names a capacity as the device spells it (before: short)
+    device_spellings: bool = False
     # 1.38: a negative capacity request is an error before any rounding; 1.37 rounds it
     # up to the policy's minimum first and errs only on a negative result
     negative_requests_abort: bool = False
@@ -145,7 +149,10 @@ def gated_inventory(inventory: Inventory, gates: FeatureGates) -> Inventory:
     do not count; without DRAConsumableCapacity no device allows multiple allocations;
     without DRADeviceBindingConditions devices with binding conditions, and without
     DRAPartitionableDevices devices consuming counters and slices with per-device node
-    selection, are never allocated (upstream's allocator)."""
+    selection, are never allocated (upstream's allocator). From 1.38 a pool refused for a
+    device that spells a name both short and qualified is read (`Semantics`)."""
+    if gates.semantics.device_spellings and any(p.read_problem is not None for p in inventory):
+        inventory = tuple(p.read_spellings() for p in inventory)
     if (gates.device_taints and gates.device_binding_conditions and gates.partitionable_devices
             and gates.consumable_capacity):
         return inventory

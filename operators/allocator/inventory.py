@@ -14,7 +14,7 @@ DeviceTaintRule taints included).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Protocol
 
@@ -59,6 +59,8 @@ class Candidate:
     binds_to_node: bool = False
     unsupported: tuple[str, ...] = ()  # why draco leaves the device out ("" fields: none)
     capacity_policies: Mapping[str, CapacityPolicy] = field(default_factory=lambda: _NO_POLICIES)
+    spelled_twice: tuple[str, ...] = ()  # see `Device.spelled_twice`
+    domain_spelled: frozenset[str] = frozenset()  # see `Device.domain_spelled`
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -96,6 +98,15 @@ class PoolCandidates:
     consumers: tuple[tuple[DeviceID, tuple[CounterConsumption, ...]], ...] = ()
     counter_problem: str = ""
     unmodelled: tuple[str, ...] = ()  # fields of its devices draco does not model: unusable
+    # the problem when devices publishing a name both short and qualified are read (1.38);
+    # None when those devices are not what makes the pool unusable (see `read_spellings`)
+    read_problem: str | None = None
+
+    def read_spellings(self) -> PoolCandidates:
+        """The pool as a release that reads both spellings (qualified wins) sees it."""
+        if self.read_problem is None:
+            return self
+        return replace(self, incomplete=False, problem=self.read_problem, read_problem=None)
 
     def targeting(self, node: NodeInfo | None) -> tuple[SliceCandidates, ...]:
         """The slices upstream considers for `node`: slice-level placement matching, or a
@@ -142,7 +153,7 @@ def _candidate(d: Device, placement: NodePlacement, per_device: bool,
     return Candidate(d.id, attributes, capacity, taints, placement, per_device,
                      d.allow_multiple_allocations, d.consumes_counters, d.binding_conditions,
                      d.binding_failure_conditions, d.binds_to_node, d.unsupported,
-                     d.capacity_policies)
+                     d.capacity_policies, d.spelled_twice, d.domain_spelled)
 
 
 def _slice_placement(s: ResourceSlice) -> NodePlacement:
@@ -202,6 +213,9 @@ def _pool(pid: PoolID, slices: list[ResourceSlice], expected: int,
     incomplete = len(slices) != expected
     problem = ""
     unmodelled = sorted({f for sl in out for d in sl.devices for f in d.unsupported})
+    twice = [f"device {d.id.device} publishes {what} both short and qualified"
+             for sl in out for d in sl.devices for what in d.spelled_twice]
+    read_problem = None
     if incomplete:
         problem = f"resource pool {pid} is currently being updated ({len(slices)} of {expected} slices)"
     elif unmodelled:
@@ -210,12 +224,17 @@ def _pool(pid: PoolID, slices: list[ResourceSlice], expected: int,
         incomplete = True
         problem = (f"resource pool {pid} has devices using {', '.join(unmodelled)}, which draco "
                    "does not support: nothing is allocated from it")
-    elif counter_problem:
-        problem = counter_problem
-    elif dup:
-        problem = f"resource pool {pid} is invalid: duplicate device name {dup}"
+    else:
+        problem = counter_problem or (
+            f"resource pool {pid} is invalid: duplicate device name {dup}" if dup else "")
+        if twice:
+            # Before 1.38 draco refuses such a device (upstream then compared names as
+            # spelled); the default inventory is that refusal, `read_spellings` lifts it.
+            incomplete, read_problem = True, problem
+            problem = (f"resource pool {pid}: {'; '.join(twice)}, which draco reads only as "
+                       "Kubernetes 1.38 or later: nothing is allocated from it")
     return PoolCandidates(pid, incomplete, bool(dup), problem, tuple(out), sets, consumers,
-                          counter_problem, tuple(unmodelled))
+                          counter_problem, tuple(unmodelled), read_problem)
 
 
 class _DeviceSource(Protocol):

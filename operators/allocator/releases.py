@@ -46,7 +46,7 @@ def _alpha_off(release: str) -> FeatureGates:
 
 _138 = Semantics(
     release="1.38", semver_constraints=True, constraint_errors=True,
-    capacity_name_conflicts=True, negative_requests_abort=True,
+    capacity_name_conflicts=True, device_spellings=True, negative_requests_abort=True,
     live_share_blocks_exclusive=True, all_mode_node_failure=True,
     # GA and locked in 1.38 (admin access since 1.36, prioritized lists since 1.37)
     locked=frozenset({"DRAAdminAccess", "DRAPrioritizedList", "DRADeviceBindingConditions",

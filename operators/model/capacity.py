@@ -72,12 +72,16 @@ def parse_policy(d: object) -> CapacityPolicy:
 
 
 def parse_policies(d: Mapping[str, Any], driver: str) -> Mapping[str, CapacityPolicy]:
-    """The request policies of a device's capacities, by qualified name (only those set)."""
+    """The request policies of a device's capacities, by qualified name (only those set).
+    A capacity published both short and qualified has the qualified entry's policy (or
+    none), as its value is the qualified entry's (`devices._qualified_map`)."""
     raw = d.get("capacity")
     if not isinstance(raw, Mapping):
         return MappingProxyType({})
     out: dict[str, CapacityPolicy] = {}
     for name, c in raw.items():
+        if "/" not in str(name) and qualify(str(name), driver) in raw:
+            continue
         if isinstance(c, Mapping) and c.get("requestPolicy") is not None:
             try:
                 out[qualify(str(name), driver)] = parse_policy(c["requestPolicy"])

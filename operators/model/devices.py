@@ -197,6 +197,12 @@ class Device(KeyedByDeviceID):
     binds_to_node: bool = False
     unsupported: tuple[str, ...] = ()  # fields draco does not model: never allocated
     capacity_policies: Mapping[str, CapacityPolicy] = field(default_factory=lambda: f.EMPTY_MAP)
+    # names published both short and with the driver's domain ("capacity memory"): read
+    # with the qualified entry winning, as 1.38 does; releases before refuse the pool
+    spelled_twice: tuple[str, ...] = ()
+    # capacities (qualified) the device spells with its own driver's domain: from 1.38
+    # consumedCapacity names them that way too
+    domain_spelled: frozenset[str] = frozenset()
 
     def __hash__(self) -> int:  # the maps are unhashable; equal devices share an id
         return hash(self.id)
@@ -289,33 +295,42 @@ def parse_capacity_value(value: object) -> str:
     return s
 
 
-def _qualified_map(d: Mapping[str, Any], key: str, driver: str, parse: Callable[[Any], T]) -> Mapping[str, T]:
-    """`attributes` or `capacity`, keyed by qualified name; a short name and its qualified
-    spelling naming the same entry is an error, since upstream treats them as one."""
+class _Read(NamedTuple):
+    """A qualified-name map as read, with how the device spelled its driver's names."""
+
+    values: Mapping[str, Any]
+    twice: tuple[str, ...]  # qualified names published both short and qualified
+    domain_spelled: frozenset[str]  # qualified names spelled with the driver's domain
+
+
+def _qualified_map(d: Mapping[str, Any], key: str, driver: str, parse: Callable[[Any], T]) -> _Read:
+    """`attributes` or `capacity`, keyed by qualified name. Upstream treats a short name
+    and its spelling with the driver's domain as one entry; when a device publishes both,
+    the qualified entry wins (1.38's reading; earlier releases of draco refuse the pool,
+    which the allocator decides from `twice`)."""
     raw = f.obj(d, key)
     if not raw:
-        return f.EMPTY_MAP
-    what = "attribute" if key == "attributes" else key
+        return _Read(f.EMPTY_MAP, (), frozenset())
     out: dict[str, T] = {}
+    twice: list[str] = []
+    spelled: set[str] = set()
     for name, value in raw.items():
         try:
             if not isinstance(name, str) or not name:
                 raise FieldError(f"{key} names must be non-empty strings")
             q = qualify(name, driver)
-            if q in out:
-                raise FieldError(f"duplicate of {what} {q!r} (unqualified names belong to the driver)")
-            out[q] = parse(value)
+            parsed = parse(value)  # both spellings must be readable
         except FieldError as e:
             raise e.at(str(name)).at(key) from None
-    return MappingProxyType(out)
-
-
-def _attributes(d: Mapping[str, Any], driver: str) -> Mapping[str, Attribute]:
-    return _qualified_map(d, "attributes", driver, parse_attribute)
-
-
-def _capacity(d: Mapping[str, Any], driver: str) -> Mapping[str, str]:
-    return _qualified_map(d, "capacity", driver, parse_capacity_value)
+        qualified = "/" in name
+        if qualified and q.rpartition("/")[0] == driver:
+            spelled.add(q)
+        if q in out:
+            twice.append(q)
+            if not qualified:
+                continue  # the qualified spelling, read already, wins
+        out[q] = parsed
+    return _Read(MappingProxyType(out), tuple(twice), frozenset(spelled))
 
 
 def parse_taint(d: object, source: str = "") -> DeviceTaint:
@@ -419,10 +434,14 @@ def parse_device(
         placement, _ = _placement(d, allow_per_device=False)
     else:
         placement = slice_placement
+    attributes = _qualified_map(d, "attributes", driver, parse_attribute)
+    capacity = _qualified_map(d, "capacity", driver, parse_capacity_value)
+    twice = (*(f"attribute {n}" for n in attributes.twice),
+             *(f"capacity {n}" for n in capacity.twice))
     return Device(
         id=DeviceID(driver, pool, name),
-        attributes=_attributes(d, driver),
-        capacity=_capacity(d, driver),
+        attributes=attributes.values,
+        capacity=capacity.values,
         taints=parse_taints(d, "taints", taint_source) if "taints" in d else (),
         placement=placement,
         allow_multiple_allocations=f.boolean(d, "allowMultipleAllocations"),
@@ -433,6 +452,8 @@ def parse_device(
         binds_to_node=f.boolean(d, "bindsToNode"),
         unsupported=unsupported_fields(d),
         capacity_policies=parse_policies(d, driver),
+        spelled_twice=twice,
+        domain_spelled=capacity.domain_spelled,
     )
 
 

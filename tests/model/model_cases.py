@@ -175,15 +175,20 @@ MALFORMED: list[tuple[str, dict[str, Any], str, str, str]] = [
         "expected a boolean",
     ),
     (
-        "short and qualified spelling of one attribute",
+        # both spellings of one name are read (the qualified wins): the losing one too
+        "unreadable short spelling beside a qualified one",
         _mut(
-            slice_obj(),
-            ["spec", "devices", 0, "attributes", "gpu.example.com/model"],
-            {"string": "A100"},
+            _mut(
+                slice_obj(),
+                ["spec", "devices", 0, "attributes", "gpu.example.com/model"],
+                {"string": "A100"},
+            ),
+            ["spec", "devices", 0, "attributes", "model"],
+            {},
         ),
         "ResourceSlice node-a-gpu",
-        "spec.devices[0].attributes.gpu.example.com/model",
-        "duplicate",
+        "spec.devices[0].attributes.model",
+        "exactly one of",
     ),
     (
         "capacity without value",
