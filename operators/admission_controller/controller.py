@@ -66,10 +66,12 @@ from operators.admission.workload import (
 )
 from operators.admission_controller.arrivals import Arrival, Arrivals
 from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker, shares_from_tracker
+from operators.allocator.features import gated_inventory
 from operators.allocator.inventory import inventory_from_tracker
 from operators.allocator.nodes import NodeIndex
 from operators.allocator.reserved import Reserved
 from operators.allocator_controller.holds import Holds, InUse
+from operators.allocator_controller.release import ServerRelease
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.shell import KeyedPassLoop
@@ -165,6 +167,7 @@ class AdmissionController(KeyedPassLoop):
         self._probed_at = -1e18
         self._index: NodeIndex | None = None
         self._empty: NodeIndex | None = None  # the index without taints (see empty_view)
+        self.k8s_release = ServerRelease("admission")  # read once Kueue is served
         self.decisions = 0
         self.answers: dict[str, int] = {}  # state -> how many written (tests and logs)
         self._init_loop()
@@ -318,6 +321,9 @@ class AdmissionController(KeyedPassLoop):
     async def step(self) -> float:
         if not await self._probe():
             return self.settings.probe_interval
+        if not self.k8s_release.known:
+            await self.k8s_release.learn(self.client)
+            self._index = None  # built before the release was known
         if not self.nodes_listed:
             await self._list_nodes()
         if not self.listed:
@@ -427,7 +433,8 @@ class AdmissionController(KeyedPassLoop):
     def node_index(self) -> NodeIndex:
         if self._index is None:
             self._empty = None
-            self._index = NodeIndex(inventory_from_tracker(self.tracker),
+            self._index = NodeIndex(gated_inventory(inventory_from_tracker(self.tracker),
+                                                    self.k8s_release.gates),
                                     [n for _, n in sorted(self.nodes.items())])
         return self._index
 

@@ -66,6 +66,7 @@ from prometheus_client import Counter
 
 from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker, shares_from_tracker
 from operators.allocator.capacity import Shares
+from operators.allocator.features import gated_inventory
 from operators.allocator.inventory import inventory_from_tracker
 from operators.allocator.nodes import (
     NodeIndex,
@@ -98,6 +99,7 @@ from operators.allocator_controller.gang_preempt_loop import GangPreemptor
 from operators.allocator_controller.gate_waits import GATE_WAIT, GateWaits
 from operators.allocator_controller.holds import DEFAULT_TTL, Holds, InUse
 from operators.allocator_controller.preempt_loop import Preemptor
+from operators.allocator_controller.release import ServerRelease
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.metrics import gated_pod_done
@@ -157,6 +159,7 @@ class AllocatorController(KeyedPassLoop):
         self.reports = PodReporter(client, self.name, "draco-allocator", CONDITION, clock)
         self.sem = asyncio.Semaphore(self.settings.workers)
         self.holds = Holds(self.settings.hold_ttl)
+        self.k8s_release = ServerRelease(self.name)  # the cluster's release, read at the first pass
         self.pending: set[NamespacedName] = set()
         self.in_flight: set[NamespacedName] = set()
         self.again: set[NamespacedName] = set()
@@ -263,6 +266,9 @@ class AllocatorController(KeyedPassLoop):
 
     async def step(self) -> float:
         self.passes += 1
+        if not self.k8s_release.known:
+            await self.k8s_release.learn(self.client)
+            self._index = None  # built before the release was known
         if not self.nodes_listed:
             await self._list_nodes()
         now = self.monotonic()
@@ -404,7 +410,7 @@ class AllocatorController(KeyedPassLoop):
             (work.pod.meta.key,), self.gangs.reserved_from(work.pod.meta.key, self.current_in_use()))
         placement = place(list(work.pending), view, self._classes, in_use,
                           self.settings.budget, refused=refused, start=self._next_start,
-                          shares=self.current_shares())
+                          shares=self.current_shares(), features=self.k8s_release.gates)
         if allowed:
             self._next_start = (self._next_start + placement.examined) % len(allowed)
         return placement
@@ -412,7 +418,8 @@ class AllocatorController(KeyedPassLoop):
     def node_index(self) -> NodeIndex:
         if self._index is None:
             nodes = [node for _, node in sorted(self.nodes.items())]
-            self._index = NodeIndex(inventory_from_tracker(self.tracker), nodes)
+            self._index = NodeIndex(gated_inventory(inventory_from_tracker(self.tracker),
+                                                    self.k8s_release.gates), nodes)
             self._classes = {c.name: c for c in self.tracker.device_classes()}
         elif self._nodes_changed:  # the devices are the same: only the node list is new
             self._index = self._index.with_nodes(list(self.nodes.values()), self._nodes_changed)
