@@ -17,7 +17,8 @@ and draco's own DeviceTaintRules and ResourceSlicePatches must count on 1.34 and
 where DRADeviceTaints is alpha and off — bringing them there is what draco is for.
 
 The choice is logged once per controller when it is made (`draco.release`: release,
-server_version, controller). A server outside the releases draco knows (1.39; 1.33,
+server_version, controller) and published as
+`draco_allocation_release_info{release, server_version}`. A server outside the releases draco knows (1.39; 1.33,
 which `draco run`'s preflight does not refuse) is answered as the nearest one, and a version draco cannot read as 1.37, each with a warning; draco's
 embedded server and a server that does not say (404) as 1.37, silently.
 """
@@ -27,12 +28,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 import structlog
+from prometheus_client import Gauge
 
 from operators.allocator.features import DEFAULT_GATES, FeatureGates
 from operators.allocator.releases import DEFAULT_RELEASE, Release, release_for_server
 from operators.kube.client import KubeClient
 
 log = structlog.get_logger("draco.release")
+
+RELEASE_INFO = Gauge(
+    "draco_allocation_release_info",
+    "The Kubernetes release whose kube-scheduler draco's allocating controllers answer as "
+    "(1 for the current one), and the API server's gitVersion it was chosen from.",
+    ["release", "server_version"],
+)
 
 
 def controller_gates(release: Release) -> FeatureGates:
@@ -62,6 +71,8 @@ class ServerRelease:
         log.info(f"allocating as Kubernetes {release.name}'s kube-scheduler",
                  controller=self.controller, release=release.name,
                  server_version=git_version or None)
+        RELEASE_INFO.clear()
+        RELEASE_INFO.labels(release=release.name, server_version=git_version or "unknown").set(1)
         return release
 
     async def learn(self, client: KubeClient) -> Release:
@@ -83,4 +94,4 @@ class ServerRelease:
         return self.choose(str(body.get("gitVersion") or ""))
 
 
-__all__ = ["ServerRelease", "controller_gates"]
+__all__ = ["RELEASE_INFO", "ServerRelease", "controller_gates"]

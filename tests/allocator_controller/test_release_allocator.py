@@ -7,7 +7,7 @@ each release's kube-scheduler does and as `draco allocate` answers for that serv
 server newer than draco knows is answered as the newest release it knows, with a warning;
 draco's embedded server and a server that does not say as 1.37. On 1.34, where the
 DRADeviceTaints gate is off, draco's own DeviceTaintRules still keep devices away.
-The choice is logged once.
+The choice is logged once and published as a metric.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from operators.allocator.pod_claims import GATE
@@ -153,6 +154,9 @@ def test_the_allocator_answers_as_the_servers_release(server: str | None, releas
     else:
         assert c.devices() == []
         assert cond is not None and (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+    info = REGISTRY.get_sample_value("draco_allocation_release_info",
+                                     {"release": release, "server_version": server or "unknown"})
+    assert info == 1.0
 
 
 def test_the_server_is_asked_once() -> None:
