@@ -130,8 +130,7 @@ def allocate(
             used = [alts[search.chosen.get((ci, ri), 0)] if alts[0].sub_index >= 0 else alts[0]
                     for ri, alts in enumerate(search.plan[ci])]
             allocations.append(build_allocation(claim, search.picks[ci], used,
-                                                node.name if node is not None else None,
-                                                features.semantics))
+                                                node.name if node is not None else None))
     except AllocationError as e:
         return AllocationOutcome("error", reason=str(e), steps=search.steps)
     return AllocationOutcome("allocated", tuple(allocations), steps=search.steps)

@@ -158,14 +158,21 @@ def num(value: Fraction) -> Number:
 
 def _asked(requests: Mapping[str, Quantity], d: Candidate,
            semantics: Semantics) -> dict[str, Quantity] | None:
-    """The request by qualified name; None when D lacks one of them. From 1.38 naming
-    one capacity of D twice (short and qualified) is an error."""
+    """The request by qualified name; None when D lacks one of them. Before 1.38 names
+    compare as spelled (a short request does not reach a capacity the device spells with
+    its driver's domain, nor the reverse: the real kube-scheduler 1.36 and 1.37 leave such
+    a pod pending); from 1.38 both sides are qualified, and naming one capacity of D twice
+    (short and qualified) is an error."""
     asked: dict[str, Quantity] = {}
     spelled: dict[str, str] = {}
     for name, q in requests.items():
         qualified = qualify(name, d.id.driver)
         if qualified not in d.capacity:
             return None
+        own_domain = qualified.rpartition("/")[0] == d.id.driver
+        if (not semantics.device_spellings and own_domain
+                and (name == qualified) != (qualified in d.domain_spelled)):
+            return None  # spelled the other way round (before 1.38)
         if qualified in spelled and semantics.capacity_name_conflicts:
             raise AllocationError(f'capacity "{qualified.rpartition("/")[2]}" requested both as '
                                   f'"{name}" and as "{spelled[qualified]}"')
@@ -237,11 +244,11 @@ def short_name(name: str, driver: str) -> str:
     return short if domain == driver else name
 
 
-def status_name(name: str, d: Candidate, semantics: Semantics = DEFAULT_SEMANTICS) -> str:
-    """The capacity name as consumedCapacity carries it: from 1.38 as the device spells
-    it (with its driver's domain when it published it so, which also wins when it
-    published both), before that `short_name`."""
-    if semantics.device_spellings and name in d.domain_spelled:
+def status_name(name: str, d: Candidate) -> str:
+    """The capacity name as consumedCapacity carries it: as the device spells it (with its
+    driver's domain when it published it so, which from 1.38 also wins when it published
+    both; before 1.38 such a device is never allocated)."""
+    if name in d.domain_spelled:
         return name
     return short_name(name, d.id.driver)
 

@@ -34,8 +34,9 @@ class Semantics:
     # 1.38: a request naming one capacity both short and qualified is an error
     capacity_name_conflicts: bool = False
     # 1.38: a device publishing a name both short and qualified with its driver's domain
-    # is read with the qualified entry winning (draco refuses its pool before), and
-    # consumedCapacity names a capacity as the device spells it (before: short)
+    # is read with the qualified entry winning (draco never allocates it before), and a
+    # capacity request reaches a capacity whichever way either side spells it (before:
+    # only spelled alike)
     device_spellings: bool = False
     # 1.38: a negative capacity request is an error before any rounding; 1.37 rounds it
     # up to the policy's minimum first and errs only on a negative result
@@ -149,10 +150,10 @@ def gated_inventory(inventory: Inventory, gates: FeatureGates) -> Inventory:
     do not count; without DRAConsumableCapacity no device allows multiple allocations;
     without DRADeviceBindingConditions devices with binding conditions, and without
     DRAPartitionableDevices devices consuming counters and slices with per-device node
-    selection, are never allocated (upstream's allocator). From 1.38 a pool refused for a
-    device that spells a name both short and qualified is read (`Semantics`)."""
-    if gates.semantics.device_spellings and any(p.read_problem is not None for p in inventory):
-        inventory = tuple(p.read_spellings() for p in inventory)
+    selection, are never allocated (upstream's allocator). Before 1.38 a device that
+    spells a name both short and qualified is never allocated (`Semantics`)."""
+    if not gates.semantics.device_spellings and any(p.spelled_twice for p in inventory):
+        inventory = tuple(p.refuse_spelled_twice() for p in inventory)
     if (gates.device_taints and gates.device_binding_conditions and gates.partitionable_devices
             and gates.consumable_capacity):
         return inventory

@@ -98,15 +98,24 @@ class PoolCandidates:
     consumers: tuple[tuple[DeviceID, tuple[CounterConsumption, ...]], ...] = ()
     counter_problem: str = ""
     unmodelled: tuple[str, ...] = ()  # fields of its devices draco does not model: unusable
-    # the problem when devices publishing a name both short and qualified are read (1.38);
-    # None when those devices are not what makes the pool unusable (see `read_spellings`)
-    read_problem: str | None = None
+    # a device of it publishes a name both short and qualified: read from 1.38 (the
+    # qualified entry wins); before, `refuse_spelled_twice` leaves that device out
+    spelled_twice: bool = False
 
-    def read_spellings(self) -> PoolCandidates:
-        """The pool as a release that reads both spellings (qualified wins) sees it."""
-        if self.read_problem is None:
+    def refuse_spelled_twice(self) -> PoolCandidates:
+        """The pool as releases before 1.38 see it through draco: a device publishing a
+        name both ways is never allocated (those releases keep the two spellings apart,
+        and which one CEL sees is the order of a Go map: draco fails closed); the pool's
+        other devices are allocated as usual, as the real kube-scheduler does."""
+        if not self.spelled_twice:
             return self
-        return replace(self, incomplete=False, problem=self.read_problem, read_problem=None)
+        return replace(self, spelled_twice=False, slices=tuple(
+            replace(sl, devices=tuple(
+                replace(d, unsupported=(*d.unsupported, *(f"{w} published both short and qualified "
+                                                          "(read as Kubernetes 1.38 and later)"
+                                                          for w in d.spelled_twice)))
+                if d.spelled_twice else d for d in sl.devices))
+            for sl in self.slices))
 
     def targeting(self, node: NodeInfo | None) -> tuple[SliceCandidates, ...]:
         """The slices upstream considers for `node`: slice-level placement matching, or a
@@ -213,9 +222,7 @@ def _pool(pid: PoolID, slices: list[ResourceSlice], expected: int,
     incomplete = len(slices) != expected
     problem = ""
     unmodelled = sorted({f for sl in out for d in sl.devices for f in d.unsupported})
-    twice = [f"device {d.id.device} publishes {what} both short and qualified"
-             for sl in out for d in sl.devices for what in d.spelled_twice]
-    read_problem = None
+    twice = any(d.spelled_twice for sl in out for d in sl.devices)
     if incomplete:
         problem = f"resource pool {pid} is currently being updated ({len(slices)} of {expected} slices)"
     elif unmodelled:
@@ -227,14 +234,8 @@ def _pool(pid: PoolID, slices: list[ResourceSlice], expected: int,
     else:
         problem = counter_problem or (
             f"resource pool {pid} is invalid: duplicate device name {dup}" if dup else "")
-        if twice:
-            # Before 1.38 draco refuses such a device (upstream then compared names as
-            # spelled); the default inventory is that refusal, `read_spellings` lifts it.
-            incomplete, read_problem = True, problem
-            problem = (f"resource pool {pid}: {'; '.join(twice)}, which draco reads only as "
-                       "Kubernetes 1.38 or later: nothing is allocated from it")
     return PoolCandidates(pid, incomplete, bool(dup), problem, tuple(out), sets, consumers,
-                          counter_problem, tuple(unmodelled), read_problem)
+                          counter_problem, tuple(unmodelled), twice)
 
 
 class _DeviceSource(Protocol):

@@ -17,7 +17,6 @@ from types import MappingProxyType
 from typing import Any
 
 from operators.allocator.capacity import status_name
-from operators.allocator.features import DEFAULT_SEMANTICS, Semantics
 from operators.allocator.requests import AllocationError, Wanted
 from operators.allocator.search import Pick
 from operators.model import (
@@ -77,10 +76,8 @@ def share_id(owner: str, index: int, p: Pick) -> str:
 
 
 def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
-                     used: Sequence[Wanted], node: str | None = None,
-                     semantics: Semantics = DEFAULT_SEMANTICS) -> AllocationResult:
-    """`used`: the Wanted of each request, in request order (the chosen subrequest);
-    `semantics`: the release's (how consumedCapacity spells capacity names)."""
+                     used: Sequence[Wanted], node: str | None = None) -> AllocationResult:
+    """`used`: the Wanted of each request, in request order (the chosen subrequest)."""
     owner = claim.meta.uid or f"{claim.namespace}/{claim.name}"
     results = tuple(
         DeviceRequestAllocationResult(
@@ -89,7 +86,7 @@ def build_allocation(claim: ResourceClaim, picks: Sequence[Pick],
             tolerations=p.wanted.spec.tolerations,
             share_id=share_id(owner, i, p) if p.consumed is not None else None,
             consumed_capacity=MappingProxyType(dict(sorted(  # sorted, as the API prints maps
-                (status_name(n, p.device, semantics), q) for n, q in p.consumed.items())))
+                (status_name(n, p.device), q) for n, q in p.consumed.items())))
             if p.consumed else MappingProxyType({}),
             binding_conditions=p.device.binding_conditions,
             binding_failure_conditions=p.device.binding_failure_conditions)

@@ -323,10 +323,6 @@ class Search:
                     f"claim {claim_label(claim)}, request {w.sub or w.base}: asks for all "
                     f"devices, but resource pool {p.id} has devices using "
                     f"{', '.join(p.unmodelled)}, which draco does not support")
-            if p.read_problem is not None:  # before 1.38: a device spells a name twice
-                raise AllocationError(
-                    f"claim {claim_label(claim)}, request {w.sub or w.base}: asks for all "
-                    f"devices, but {p.problem}")
             if p.incomplete:
                 raise bad_pool(
                     f"claim {claim_label(claim)}, request {w.sub or w.base}: asks for all "

@@ -198,10 +198,12 @@ class Device(KeyedByDeviceID):
     unsupported: tuple[str, ...] = ()  # fields draco does not model: never allocated
     capacity_policies: Mapping[str, CapacityPolicy] = field(default_factory=lambda: f.EMPTY_MAP)
     # names published both short and with the driver's domain ("capacity memory"): read
-    # with the qualified entry winning, as 1.38 does; releases before refuse the pool
+    # with the qualified entry winning, as 1.38 does; before, draco never allocates the
+    # device (operators.allocator.inventory.PoolCandidates.refuse_spelled_twice)
     spelled_twice: tuple[str, ...] = ()
-    # capacities (qualified) the device spells with its own driver's domain: from 1.38
-    # consumedCapacity names them that way too
+    # capacities (qualified) the device spells with its own driver's domain:
+    # consumedCapacity names them that way too, and before 1.38 only a request spelling
+    # them so reaches them
     domain_spelled: frozenset[str] = frozenset()
 
     def __hash__(self) -> int:  # the maps are unhashable; equal devices share an id
@@ -306,8 +308,8 @@ class _Read(NamedTuple):
 def _qualified_map(d: Mapping[str, Any], key: str, driver: str, parse: Callable[[Any], T]) -> _Read:
     """`attributes` or `capacity`, keyed by qualified name. Upstream treats a short name
     and its spelling with the driver's domain as one entry; when a device publishes both,
-    the qualified entry wins (1.38's reading; earlier releases of draco refuse the pool,
-    which the allocator decides from `twice`)."""
+    the qualified entry wins (1.38's reading; as earlier releases draco never allocates
+    such a device, which the allocator decides from `twice`)."""
     raw = f.obj(d, key)
     if not raw:
         return _Read(f.EMPTY_MAP, (), frozenset())
