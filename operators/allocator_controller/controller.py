@@ -269,6 +269,8 @@ class AllocatorController(KeyedPassLoop):
         if not self.k8s_release.known:
             await self.k8s_release.learn(self.client)
             self._index = None  # built before the release was known
+            # gangs and preemption allocate as the same release
+            self.preemptor.features = self.gangs.features = self.k8s_release.gates
         if not self.nodes_listed:
             await self._list_nodes()
         now = self.monotonic()

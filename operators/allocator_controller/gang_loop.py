@@ -42,6 +42,7 @@ import structlog
 from prometheus_client import Counter
 
 from operators.allocator.capacity import Shares
+from operators.allocator.features import DEFAULT_GATES, FeatureGates
 from operators.allocator.nodes import NodeIndex
 from operators.allocator.reserved import Reserved
 from operators.allocator.results import allocation_to_api
@@ -142,6 +143,7 @@ class GangPlacer:
         self.gang_preemptor = gang_preemptor
         self.clock = clock
         self.monotonic = monotonic
+        self.features: FeatureGates = DEFAULT_GATES  # the cluster's release (the owner sets it)
         self.gang_members = GangMembers()
         self.gang_queue: set[GangKey] = set()
         self.gang_waiting: set[GangKey] = set()  # unsatisfiable: decided again on a view change
@@ -305,7 +307,8 @@ class GangPlacer:
                 self.preemptor.note_nomination(m.pod)  # a new leader learns the gang's nomination here
         in_use = self.preemptor.nominated_from({m.pod.meta.key for m in view.members}, self.owner.current_in_use())
         outcome = place_gang(view.gang, view.members, index, self.owner.device_classes(), in_use,
-                             self.settings.budget, shares=self.owner.current_shares())
+                             self.settings.budget, shares=self.owner.current_shares(),
+                             features=self.features)
         self.owner.decided()
         if outcome.allocated and outcome.placed:
             self.gang_waiting.discard(gkey)

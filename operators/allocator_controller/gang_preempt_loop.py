@@ -92,7 +92,8 @@ class GangPreemptor:
             pods.prepared = prepare(running_pods(pods.tracker), pods.tracker.claims())
         decision = select_gang_victims(view.gang, view.members, index, classes, in_use,
                                        pods.prepared, pods.budgets, gang_units(pods.tracker),
-                                       pods.settings.budget, shares, known=outcome)
+                                       pods.settings.budget, shares, known=outcome,
+                                       features=pods.features)
         if decision.verdict != "preempt":
             return False
         deadline = now + timedelta(seconds=pods.settings.nomination_timeout)

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import structlog
 from prometheus_client import Counter, Gauge
 
+from operators.allocator.features import DEFAULT_GATES, FeatureGates
 from operators.allocator.nodes import NodeIndex
 from operators.allocator.reserved import Reserved
 from operators.allocator.search import NOMINATED_TAINT
@@ -114,6 +115,7 @@ class Preemptor:
         self.reports = reports
         self.owner = owner
         self.clock = clock
+        self.features: FeatureGates = DEFAULT_GATES  # the cluster's release (the owner sets it)
         self.nominations: dict[NamespacedName, Nomination] = {}
         self.nominee_uids: dict[NamespacedName, str] = {}
         self.evicted: set[str] = set()  # victim UIDs whose eviction was accepted
@@ -248,7 +250,8 @@ class Preemptor:
             self.prepared = prepare(running_pods(self.tracker), self.tracker.claims())
         decision = select_victims(pod, pending, allocated, (), index, classes, in_use, (),
                                   self.budgets, gang_units(self.tracker),
-                                  self.settings.budget, prepared=self.prepared)
+                                  self.settings.budget, prepared=self.prepared,
+                                  features=self.features)
         if decision.verdict != "preempt":
             return False
         nomination = Nomination(

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from operators.allocator.capacity import NO_SHARES, Shares
+from operators.allocator.features import DEFAULT_GATES, FeatureGates
 from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, filter_shape, place
 from operators.allocator.requests import AllocationError, Wanted, wanted_for_claim
@@ -327,13 +328,14 @@ def _pinned(claims: Sequence[ResourceClaim]) -> str | None:
 
 
 def _member_alone(member: Member, index: NodeIndex, classes: Mapping[str, DeviceClass],
-                  in_use: Collection[DeviceID], shares: Shares, budget_s: float) -> str | None:
+                  in_use: Collection[DeviceID], shares: Shares, budget_s: float,
+                  features: FeatureGates = DEFAULT_GATES) -> str | None:
     """Why the member fits on no node of the cluster even alone (None when it fits)."""
     allowed, refused = candidate_nodes(index.nodes, [PodFit(member.pod, member.allocated)])
     view = copy.copy(index)  # shares the per-node caches; only the candidate list differs
     view.nodes = allowed
     placed = place(member.pending, view, classes, in_use, budget_s, refused=refused,
-                   shares=shares)
+                   shares=shares, features=features)
     return None if placed.allocated else (placed.outcome.reason or placed.outcome.status)
 
 
@@ -382,12 +384,14 @@ def place_gang(
     only_domain: str | None = None,
     nodes: Mapping[str, list[NodeInfo]] | None = None,
     explain: bool = True,
+    features: FeatureGates = DEFAULT_GATES,
 ) -> GangOutcome:
     """The gang's placement (see the module's docstring); `in_use`/`shares`: what other
     claims hold, as for one pod's `nodes.place`. For preemption's trials, which free
     devices in one domain at a time: ONLY_DOMAIN searches that domain (its text) alone,
     NODES is `member_nodes` computed once, and without EXPLAIN an unsatisfiable outcome
-    carries no reason and no closest domain (saving the work of finding them)."""
+    carries no reason and no closest domain (saving the work of finding them). FEATURES:
+    the gates and release behaviour to allocate with, as for one pod's `nodes.place`."""
     deadline = time.monotonic() + budget_s
     members = sorted(members, key=lambda m: m.label)
     placed = [m for m in members if m.placed]
@@ -452,7 +456,7 @@ def place_gang(
         searched += 1
         try:
             search = JointSearch(plans, index, classes, in_use, time.monotonic() + share, shares,
-                                 admit=admit, required=len(core))
+                                 admit=admit, required=len(core), features=features)
         except AllocationError as e:
             return GangOutcome("error", domain=d.text or None, reason=str(e), steps=steps)
         try:
@@ -499,7 +503,7 @@ def place_gang(
             closest = frozenset(d.id for d in reach if wanted is None or d.id in wanted)
     return GangOutcome("unsatisfiable", reason=_reason(
         gang, core, candidates, short, ranked, searched, best, index, classes, in_use, shares,
-        deadline, notes), partial=best[1] if best else (), domains=len(candidates), searched=searched,
+        deadline, notes, features), partial=best[1] if best else (), domains=len(candidates), searched=searched,
         steps=steps, closest=closest)
 
 
@@ -549,7 +553,8 @@ def _reason(gang: Gang, core: Sequence[Member], candidates: Sequence[Domain],
             short: Sequence[tuple[int, str, Domain]], ranked: Sequence[tuple[int, str, Domain]],
             searched: int, best: tuple[int, tuple[tuple[str, str], ...], str, Domain] | None,
             index: NodeIndex, classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID],
-            shares: Shares, deadline: float, notes: Mapping[str, str]) -> str:
+            shares: Shares, deadline: float, notes: Mapping[str, str],
+            features: FeatureGates = DEFAULT_GATES) -> str:
     n = len(candidates)
     where = "the cluster" if n == 1 and not candidates[0].text else (
         f"{n} topology domain{'s' if n != 1 else ''} ({gang.domain_keys()})")
@@ -567,7 +572,7 @@ def _reason(gang: Gang, core: Sequence[Member], candidates: Sequence[Domain],
         label = f" in domain {d.text}" if d.text else ""
         member = next((m for m in core if m.label == stuck), None)
         alone = None if member is None or time.monotonic() > deadline else _member_alone(
-            member, index, classes, in_use, shares, max(deadline - time.monotonic(), 0.1))
+            member, index, classes, in_use, shares, max(deadline - time.monotonic(), 0.1), features)
         if alone is None and stuck in notes:
             alone = notes[stuck]
         elif alone is not None:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from operators.allocator.capacity import NO_SHARES, Charged, Shares, consumption
 from operators.allocator.counters import Ledger
+from operators.allocator.features import DEFAULT_GATES, FeatureGates
 from operators.allocator.inventory import Candidate, Inventory, NodeInfo, placement_matches
 from operators.allocator.nodes import NodeIndex, enough
 from operators.allocator.requests import Wanted, wanted_for_claim
@@ -89,7 +90,7 @@ class JointSearch:
                  classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID],
                  deadline: float, shares: Shares = NO_SHARES,
                  admit: Callable[[Candidate], bool] | None = None,
-                 required: int | None = None) -> None:
+                 required: int | None = None, features: FeatureGates = DEFAULT_GATES) -> None:
         """Members from index `required` on are optional: each is placed when it fits
         beside the others and skipped when it does not (never backtracked into)."""
         self.members = members
@@ -100,6 +101,7 @@ class JointSearch:
         self.shares = shares
         self.deadline = deadline
         self.admit = admit
+        self.features = features
         self.joint = Joint(Ledger(index.inventory, Charged(in_use, shares)))
         self.taken = _Taken(in_use, self.joint.allocating)
         self.plans: list[list[list[Wanted]]] = [
@@ -189,7 +191,9 @@ class JointSearch:
             pools, _ = self.view(node)
             search = Search(member.claims, node, pools, self.classes, self.in_use,
                             self.deadline, self.shares, joint=self.joint,
-                            claim_offset=self.offsets[m], admit=self.admit)
+                            claim_offset=self.offsets[m], admit=self.admit,
+                            fractional_ranges=self.features.fractional_capacity_range,
+                            semantics=self.features.semantics)
             if self.admit is not None:
                 self._all_inside(m, search, node)
             search.then = lambda m=m: self._member(m + 1)
@@ -267,7 +271,9 @@ class JointSearch:
             outside = sum(1 for _, targeting in search.pools for sl in targeting
                           for d in sl.devices if not admit(d)
                           and selectable(w, sl, d, node, claim)
-                          and consumption(w.spec.capacity, d, {}, {}) is not None)
+                          and consumption(w.spec.capacity, d, {}, {},
+                                          self.features.fractional_capacity_range,
+                                          self.features.semantics) is not None)
             if outside:
                 w.all_devices, w.count = [], 0
                 self.notes.setdefault(self.members[m].label, (

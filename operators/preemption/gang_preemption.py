@@ -31,6 +31,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 
 from operators.allocator.capacity import Shares, shares_from_claims
+from operators.allocator.features import DEFAULT_GATES, FeatureGates
 from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex
 from operators.allocator.requests import AllocationError, Wanted
@@ -80,14 +81,17 @@ def select_gang_victims(
     budget_s: float = 10.0,
     shares: Shares | None = None,
     known: GangOutcome | None = None,
+    features: FeatureGates = DEFAULT_GATES,
 ) -> Preemption:
     """SHARES: what other claims' shares consume now (default: PREPARED's, from the
     claims alone); IN_USE as for `place_gang`. KNOWN: the gang's placement over these
-    same inputs when the caller has it already (the controller does): not searched again."""
+    same inputs when the caller has it already (the controller does): not searched again.
+    FEATURES: the gates and release behaviour to allocate with, as for `place_gang`."""
     deadline = time.monotonic() + budget_s
     base = prepared.base_shares if shares is None else shares
     first = known if known is not None else place_gang(
-        gang, members, index, classes, in_use, budget_s, shares=base, explain=False)
+        gang, members, index, classes, in_use, budget_s, shares=base, explain=False,
+        features=features)
     if first.allocated:
         return _answer("fits", first, (), "the gang fits without preemption")
     if first.status != "unsatisfiable":
@@ -119,7 +123,8 @@ def select_gang_victims(
     usable = {n.name: n for allowed in nodes.values() for n in allowed}
     holders = Holders(prepared.holders, priority)
     gangs = units if units is not None else VictimGangs()
-    trial = _Trial(gang, members, index, classes, in_use, lower, prepared, base, deadline, nodes)
+    trial = _Trial(gang, members, index, classes, in_use, lower, prepared, base, deadline, nodes,
+                   features)
     best: tuple[tuple[float, ...], Preemption] | None = None
     found_in = 0
 
@@ -215,10 +220,10 @@ class _Trial:
     def __init__(self, gang: Gang, members: Sequence[Member], index: NodeIndex,
                  classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID], lower: Lower,
                  prepared: Prepared, base: Shares, deadline: float,
-                 nodes: Mapping[str, list[NodeInfo]]) -> None:
+                 nodes: Mapping[str, list[NodeInfo]], features: FeatureGates = DEFAULT_GATES) -> None:
         self.gang, self.members, self.index, self.classes = gang, members, index, classes
         self.in_use, self.lower, self.prepared, self.base = in_use, lower, prepared, base
-        self.deadline, self.nodes = deadline, nodes
+        self.deadline, self.nodes, self.features = deadline, nodes, features
 
     def without(self, victims: Collection[str]) -> Collection[DeviceID]:
         return Without(self.in_use, freed_by(victims, self.lower, self.prepared.consumers)[0])
@@ -251,7 +256,8 @@ class _Trial:
                                           if k in self.prepared.sharing)
         outcome = place_gang(self.gang, self.members, self.index, self.classes,
                              Without(self.in_use, devices), left, shares=minus_shares(self.base, freed_shares),
-                             only_domain=domain, nodes=self.nodes, explain=False)
+                             only_domain=domain, nodes=self.nodes, explain=False,
+                             features=self.features)
         return outcome if outcome.allocated else None
 
 

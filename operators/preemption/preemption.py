@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from operators.allocator.capacity import Shares, shares_from_claims
+from operators.allocator.features import DEFAULT_GATES, FeatureGates
 from operators.allocator.inventory import Candidate, NodeInfo
 from operators.allocator.nodes import NodeIndex, PodFit, candidate_nodes, place
 from operators.allocator.requests import Wanted, wanted_for_claim
@@ -182,18 +183,20 @@ def select_victims(
     units: VictimGangs | None = None,
     budget_s: float = 10.0,
     prepared: Prepared | None = None,
+    features: FeatureGates = DEFAULT_GATES,
 ) -> Preemption:
     """UNITS: the running gangs (`preemption_inputs.gang_units`): a victim gang keeps
     minCount or goes whole.
     PREPARED: `prepare(running, all_claims)`, when the caller decides several preemptors
-    against one state (RUNNING and ALL_CLAIMS are then not read)."""
+    against one state (RUNNING and ALL_CLAIMS are then not read).
+    FEATURES: the gates and release behaviour to allocate with, as for `nodes.place`."""
     ready = prepared if prepared is not None else prepare(running, all_claims)
     base_shares = ready.base_shares
     allowed, refused = candidate_nodes(index.nodes, [PodFit(preemptor, tuple(allocated))])
     view = copy.copy(index)
     view.nodes = allowed
     first = place(pending, view, classes, in_use, budget_s, refused=refused, shares=base_shares,
-                  with_explain=False)
+                  with_explain=False, features=features)
     if first.allocated:
         return Preemption("fits", devices=device_ids(first.outcome.allocations), node=first.node,
                           reason="the claims fit without preemption",
@@ -225,7 +228,7 @@ def select_victims(
             victims = gangs.closure(wish)
             if victims and all(v in lower for v in victims):
                 fits = _fits(victims, node, pending, view, classes, in_use, lower, consumers, sharing,
-                             base_shares, budget_s)
+                             base_shares, budget_s, features)
                 if fits is not None:
                     break
         if fits is None:
@@ -238,7 +241,7 @@ def select_victims(
                               {}):
                 return None  # by counting alone the claims cannot fit with it kept
             return _fits(trial, node, pending, view, classes, in_use, lower, consumers, sharing,
-                         base_shares, budget_s)
+                         base_shares, budget_s, features)
 
         first_fit: tuple[AllocationResult, ...] = fits
         victims, got = reprieve(wish, victims, first_fit, reprieve_order(victims, lower, budgets), gangs,
@@ -384,13 +387,13 @@ def _fits(victims: Collection[str], node: NodeInfo, pending: Sequence[ResourceCl
           classes: Mapping[str, DeviceClass], in_use: Collection[DeviceID],
           lower: Mapping[str, Running], consumers: Mapping[NamespacedName, frozenset[str]],
           sharing: Mapping[NamespacedName, ResourceClaim], base_shares: Shares,
-          budget_s: float) -> tuple[AllocationResult, ...] | None:
+          budget_s: float, features: FeatureGates = DEFAULT_GATES) -> tuple[AllocationResult, ...] | None:
     """The preemptor's allocations on NODE with VICTIMS gone, or None if it does not fit.
     SHARING: the claims that hold shares of multi-allocatable devices."""
     freed, freed_claims = freed_by(victims, lower, consumers)
     shares: Shares = shares_from_claims(sharing[k] for k in freed_claims if k in sharing)
     placed = place(pending, view, classes, Without(in_use, freed), budget_s, only=node,
-                   shares=minus_shares(base_shares, shares), with_explain=False)
+                   shares=minus_shares(base_shares, shares), with_explain=False, features=features)
     return placed.outcome.allocations if placed.allocated else None
 
 

@@ -1,0 +1,86 @@
+"""Gangs and preemption answer as the cluster's release too, not only
+single pods: each decision below turns on 1.38's semantic-version comparison (version
+attributes differing only in build metadata match in 1.38, not in 1.37).
+
+What a user would notice on a 1.38 cluster: a gang whose members each need two devices
+of one version is placed; a high-priority pod needing such a pair preempts the pod that
+holds it. On 1.37 neither fits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from operators.kube.client import Response
+from tests.fake_api import run
+from tests.gangs.test_gang_controller import Cluster as GangCluster
+from tests.gangs.test_gang_controller import KillableAPI
+from tests.gangs.world import NS, classes, gang, member, node, node_slice
+from tests.preemption.test_preemption_controller import API as PreemptionAPI
+from tests.preemption.test_preemption_controller import Cluster as PreemptionCluster
+from tests.preemption.test_victims import preemptor, running
+
+V = "driver-a/v"
+PAIR = [{"name": "gpu", "class": "class-a", "count": 2}]
+SAME_VERSION = [{"matchAttribute": V}]
+# server gitVersion -> whether versions differing in build metadata match
+SERVERS = [("v1.38.0-beta.0", True), ("v1.37.2", False)]
+
+
+def builds(n: int) -> list[dict[str, Any]]:
+    """N devices of version 1.0.0, each with its own build metadata."""
+    return [{"name": f"gpu-{i}", "attributes": {"v": {"version": f"1.0.0+build.{i}"}}} for i in range(n)]
+
+
+def answering(cls: type, git_version: str) -> type:
+    """CLS, a fake API class, that also answers /version with GIT_VERSION."""
+    class Versioned(cls):  # type: ignore[misc, valid-type]
+        async def request(self, method: str, path: str, body: Any = None, content_type: str = "") -> Response:
+            if method == "GET" and path == "/version":
+                return Response(200, {"gitVersion": git_version})
+            return await super().request(method, path, body, content_type)
+    return Versioned
+
+
+@pytest.mark.parametrize(("server", "match"), SERVERS)
+def test_a_gang_is_placed_as_the_servers_release_places_it(server: str, match: bool) -> None:
+    class Cluster(GangCluster):
+        def new_api(self) -> KillableAPI:
+            api: KillableAPI = answering(KillableAPI, server)()
+            return api
+
+    objs = [*classes(), node("n-1"), *node_slice("n-1", builds(4)), gang("g", 2),
+            *member("m-0", "g", PAIR, constraints=SAME_VERSION),
+            *member("m-1", "g", PAIR, constraints=SAME_VERSION)]
+    c = Cluster(objs)
+    run(c.settle())
+    assert c.allocator.k8s_release.release.name == server[1:5]
+    assert c.allocated("m-0-claim", "m-1-claim") == [match, match]
+    assert [c.gated("m-0"), c.gated("m-1")] == [not match, not match]
+
+
+@pytest.mark.parametrize(("server", "match"), SERVERS)
+def test_preemption_frees_a_pair_only_where_the_release_matches_it(server: str, match: bool) -> None:
+    class Cluster(PreemptionCluster):
+        def new_api(self) -> PreemptionAPI:
+            api: PreemptionAPI = answering(PreemptionAPI, server)()
+            return api
+
+    vip = preemptor("vip", priority=100, requests=PAIR)
+    vip[0]["spec"]["devices"]["constraints"] = SAME_VERSION
+    objs = [*classes(), node("a"), *node_slice("a", builds(2)),
+            *running("low", "a", "gpu-0", "gpu-1", priority=0), *vip]
+    c = Cluster(objs)
+    run(c.settle())
+    if match:
+        nomination = c.nomination("vip")
+        assert nomination is not None and nomination["victims"] == [f"{NS}/low"]
+        assert c.pod("low") is None
+        c.release_claims_of_gone_pods()
+        run(c.settle())
+        assert sorted(c.devices("vip-claim")) == ["gpu-0", "gpu-1"]
+    else:
+        assert c.nomination("vip") is None
+        assert c.pod("low") is not None, "no pod is evicted for devices that would not match"
+        assert c.devices("vip-claim") == []
