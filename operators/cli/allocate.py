@@ -389,13 +389,13 @@ def run(args: argparse.Namespace) -> int:
     if args.preempt is not None:
         if args.claims or args.node or args.gang:
             raise UsageError("--preempt decides for one pod: it takes no --claim, --node or --gang")
-        emit(preempt_document(tracker, objects, args.preempt, DEFAULT_BUDGET_S), args.output,
+        emit(preempt_document(tracker, objects, args.preempt, DEFAULT_BUDGET_S, gates), args.output,
              preempt_table)
         return 0
     if args.gang is not None:
         if args.claims or args.node:
             raise UsageError("--gang places the whole gang: it takes no --claim or --node")
-        emit(gang_document(tracker, objects, args.gang, DEFAULT_BUDGET_S), args.output, gang_table)
+        emit(gang_document(tracker, objects, args.gang, DEFAULT_BUDGET_S, gates), args.output, gang_table)
         return 0
     emit(document(tracker, objects, args.claims, args.node, DEFAULT_BUDGET_S, gates,
                   gate_setting(args.act_beside_gates)), args.output, table)

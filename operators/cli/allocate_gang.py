@@ -34,6 +34,7 @@ from operators.allocator import (
     inventory_from_tracker,
     shares_from_tracker,
 )
+from operators.allocator.features import DEFAULT_GATES, FeatureGates, gated_inventory
 from operators.allocator.nodes import NodeIndex
 from operators.cli.allocation_records import nodes_from, results
 from operators.cli.inputs import UsageError
@@ -107,7 +108,9 @@ def member_of(tracker: Tracker, pod: Pod) -> Member | str:
 
 
 def gang_document(tracker: Tracker, objects: Sequence[dict[str, Any]], key: NamespacedName,
-                  budget_s: float = DEFAULT_BUDGET_S) -> dict[str, Any]:
+                  budget_s: float = DEFAULT_BUDGET_S, gates: FeatureGates = DEFAULT_GATES) -> dict[str, Any]:
+    """The gang's placement as the allocator controller would make it, with GATES (the
+    release `draco allocate` answers as)."""
     gang = find_gang(objects, key)
     members: list[Member] = []
     not_ready: list[str] = []
@@ -117,10 +120,10 @@ def gang_document(tracker: Tracker, objects: Sequence[dict[str, Any]], key: Name
             not_ready.append(f"{pod.meta.namespace}/{pod.meta.name}: {m}")
         else:
             members.append(m)
-    index = NodeIndex(inventory_from_tracker(tracker), nodes_from(objects, tracker))
+    index = NodeIndex(gated_inventory(inventory_from_tracker(tracker), gates), nodes_from(objects, tracker))
     classes = {c.name: c for c in tracker.device_classes()}
     outcome = place_gang(gang, members, index, classes, in_use_from_tracker(tracker), budget_s,
-                         shares=shares_from_tracker(tracker))
+                         shares=shares_from_tracker(tracker), features=gates)
     reason = outcome.reason
     if not outcome.allocated and not_ready:
         reason = f"{reason}; not ready: {'; '.join(not_ready)}"

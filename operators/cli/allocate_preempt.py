@@ -29,6 +29,7 @@ from operators.allocator import (
     inventory_from_tracker,
     shares_from_tracker,
 )
+from operators.allocator.features import DEFAULT_GATES, FeatureGates, gated_inventory
 from operators.allocator.nodes import NodeIndex
 from operators.cli.allocate_gang import find_gang, member_of, member_pods
 from operators.cli.allocation_records import nodes_from
@@ -56,14 +57,16 @@ def budgets_from(objects: Iterable[dict[str, Any]]) -> list[DisruptionBudget]:
 
 
 def preempt_document(tracker: Tracker, objects: Sequence[dict[str, Any]], key: NamespacedName,
-                     budget_s: float = DEFAULT_BUDGET_S) -> dict[str, Any]:
+                     budget_s: float = DEFAULT_BUDGET_S, gates: FeatureGates = DEFAULT_GATES) -> dict[str, Any]:
+    """The victims the preemption controller would choose for the pod, with GATES (the
+    release `draco allocate` answers as)."""
     pod = tracker.pod(key)
     if pod is None:
         raise UsageError(f"no Pod {key} with resource claims in the input")
     member = member_of(tracker, pod)
     if isinstance(member, str):
         raise UsageError(f"Pod {key}: {member}")
-    index = NodeIndex(inventory_from_tracker(tracker), nodes_from(objects, tracker))
+    index = NodeIndex(gated_inventory(inventory_from_tracker(tracker), gates), nodes_from(objects, tracker))
     classes = {c.name: c for c in tracker.device_classes()}
     in_use = set(in_use_from_tracker(tracker))
     gang_key = _gang_of(tracker, key)
@@ -74,14 +77,14 @@ def preempt_document(tracker: Tracker, objects: Sequence[dict[str, Any]], key: N
         outcome = select_gang_victims(gang, members, index, classes, in_use,
                                       prepare(running_pods(tracker), tracker.claims()),
                                       budgets_from(objects), gang_units(tracker), budget_s,
-                                      shares_from_tracker(tracker))
+                                      shares_from_tracker(tracker), features=gates)
         doc = _doc(str(key), outcome)
         doc.update(gang=gang.label, nodes={p.label: p.node for p in outcome.placed},
                    domain=outcome.domain)
         return doc
     outcome = select_victims(pod, member.pending, member.allocated, running_pods(tracker), index,
                              classes, in_use, tracker.claims(),
-                             budgets_from(objects), gang_units(tracker), budget_s)
+                             budgets_from(objects), gang_units(tracker), budget_s, features=gates)
     return _doc(str(key), outcome)
 
 

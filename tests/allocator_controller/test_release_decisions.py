@@ -8,9 +8,14 @@ holds it. On 1.37 neither fits."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from operators.kube.client import Response
 from tests.fake_api import run
@@ -84,3 +89,29 @@ def test_preemption_frees_a_pair_only_where_the_release_matches_it(server: str, 
         assert c.nomination("vip") is None
         assert c.pod("low") is not None, "no pod is evicted for devices that would not match"
         assert c.devices("vip-claim") == []
+
+
+@pytest.mark.parametrize(("release", "match"), [("1.38", True), ("1.37", False)])
+def test_draco_allocate_gang_and_preempt_answer_as_the_release_given(
+        tmp_path: Path, release: str, match: bool) -> None:
+    """`draco allocate --gang/--preempt --kubernetes-version` decide as the controllers do
+    on a server of that release."""
+    gang_world = [*classes(), node("n-1"), *node_slice("n-1", builds(4)), gang("g", 2),
+                  *member("m-0", "g", PAIR, constraints=SAME_VERSION),
+                  *member("m-1", "g", PAIR, constraints=SAME_VERSION)]
+    vip = preemptor("vip", priority=100, requests=PAIR)
+    vip[0]["spec"]["devices"]["constraints"] = SAME_VERSION
+    preempt_world = [*classes(), node("a"), *node_slice("a", builds(2)),
+                     *running("low", "a", "gpu-0", "gpu-1", priority=0), *vip]
+    for flag, key, objs in (("--gang", f"{NS}/g", gang_world), ("--preempt", f"{NS}/vip", preempt_world)):
+        path = tmp_path / f"{flag[2:]}.yaml"
+        path.write_text(yaml.safe_dump_all(objs))
+        done = subprocess.run([sys.executable, "-m", "operators", "allocate", flag, key, "--from", str(path),
+                               "--kubernetes-version", release, "-o", "json"],
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(done.stdout)
+        if flag == "--gang":
+            assert (doc["status"] == "allocated") is match, doc
+        else:
+            assert (doc.get("victims") == [f"{NS}/low"]) is match, doc
