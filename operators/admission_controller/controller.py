@@ -74,11 +74,11 @@ from operators.allocator_controller.holds import Holds, InUse
 from operators.allocator_controller.release import ServerRelease
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
+from operators.kube.node_cache import NodeCache
 from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
 from operators.model import NamespacedName
 from operators.model.gangs import Gang
-from operators.model.nodes import NodeInfo, parse_node
 from operators.tracker import Change, Tracker
 from operators.tracker.gangs import gang_overlay
 
@@ -152,8 +152,7 @@ class AdmissionController(KeyedPassLoop):
         self.checks: dict[str, dict[str, Any]] = {}  # AdmissionCheck name -> object
         self.templates: dict[NamespacedName, dict[str, Any]] = {}  # ResourceClaimTemplates
         self.flavors: dict[str, dict[str, Any]] = {}  # ResourceFlavors
-        self.nodes: dict[str, NodeInfo] = {}
-        self.nodes_listed = False
+        self.node_cache = NodeCache()
         self.listed = False  # Kueue's objects listed once (see _list_all)
         self.reservations = Reservations()
         self.arrivals = Arrivals(tracker, self.reservations, clock, monotonic)
@@ -251,15 +250,7 @@ class AdmissionController(KeyedPassLoop):
             self.flavors[name] = _plain(body)
 
     def node_event(self, etype: str, body: Mapping[str, Any]) -> None:
-        node = parse_node(body)
-        if not node.name:
-            return
-        if etype == "DELETED":
-            changed = self.nodes.pop(node.name, None) is not None
-        else:
-            changed = self.nodes.get(node.name) != node
-            self.nodes[node.name] = node
-        if changed:
+        if self.node_cache.event(etype, body) is not None:
             self._index = None
 
     # -- the pass
@@ -278,17 +269,6 @@ class AdmissionController(KeyedPassLoop):
                         api=KUEUE, status=resp.status, check=self.settings.controller_name)
         self.served = served
         return served
-
-    async def _list_nodes(self) -> None:
-        resp = await self.client.get("/api/v1/nodes")
-        if resp.ok and isinstance(resp.body, Mapping):
-            for item in resp.body.get("items") or []:
-                if isinstance(item, Mapping):
-                    node = parse_node(item)
-                    if node.name:
-                        self.nodes.setdefault(node.name, node)
-            self.nodes_listed = True
-            self._index = None
 
     async def _list_all(self) -> None:
         """Everything the decisions read, listed once before the first one: a Workload is
@@ -324,8 +304,8 @@ class AdmissionController(KeyedPassLoop):
         if not self.k8s_release.known:
             await self.k8s_release.learn(self.client)
             self._index = None  # built before the release was known
-        if not self.nodes_listed:
-            await self._list_nodes()
+        if not self.node_cache.listed and await self.node_cache.load(self.client) is None:
+            self._index = None
         if not self.listed:
             await self._list_all()
         for name in sorted(self.active_due & self.ours):
@@ -435,7 +415,7 @@ class AdmissionController(KeyedPassLoop):
             self._empty = None
             self._index = NodeIndex(gated_inventory(inventory_from_tracker(self.tracker),
                                                     self.k8s_release.gates),
-                                    [n for _, n in sorted(self.nodes.items())])
+                                    self.node_cache.in_order())
         return self._index
 
     def _expiry(self, key: NamespacedName, r: Reservation) -> None:

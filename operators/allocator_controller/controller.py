@@ -103,12 +103,12 @@ from operators.allocator_controller.release import ServerRelease
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.metrics import gated_pod_done
+from operators.kube.node_cache import NodeCache
 from operators.kube.pod_reports import PodReporter, Reported
 from operators.kube.shell import KeyedPassLoop
 from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, NamespacedName
 from operators.model.binding import BINDING_TIMEOUT_S
-from operators.model.nodes import NodeInfo, parse_node
 from operators.preemption.nomination import NOMINATION_ANNOTATION
 from operators.tracker import Change, Tracker
 from operators.tracker.gangs import GANG_KINDS, GangKey
@@ -170,8 +170,7 @@ class AllocatorController(KeyedPassLoop):
         self.reported: dict[NamespacedName, Reported] = {}
         self.gate_waits = GateWaits(self.reports, self.reported, self.settings.gate,
                                     self.settings.act_beside, clock, monotonic)
-        self.nodes: dict[str, NodeInfo] = {}  # labels, taints, cordon
-        self.nodes_listed = False
+        self.node_cache = NodeCache()  # labels, taints, cordon
         self._index: NodeIndex | None = None
         self._nodes_changed: set[str] = set()  # nodes changed since the index was built
         self._next_start = 0  # where the next node search begins (see nodes.place)
@@ -234,33 +233,11 @@ class AllocatorController(KeyedPassLoop):
     def node_event(self, etype: str, body: Mapping[str, Any]) -> None:
         """A Node watch event: where devices can be used, or which pods a node takes,
         changed (labels, taints, cordon; heartbeats and status updates change nothing)."""
-        node = parse_node(body)
-        if not node.name:
-            return
-        if etype == "DELETED":
-            changed = self.nodes.pop(node.name, None) is not None
-        else:
-            changed = self.nodes.get(node.name) != node
-            self.nodes[node.name] = node
-        if changed:
-            self._nodes_changed.add(node.name)
+        changed = self.node_cache.event(etype, body)
+        if changed is not None:
+            self._nodes_changed.add(changed)
             self._view_changed()
             self.wake.set()
-
-    async def _list_nodes(self) -> None:
-        resp = await self.client.get("/api/v1/nodes")
-        if not resp.ok or not isinstance(resp.body, Mapping):
-            log.warning("cannot list nodes; allocating on the nodes the watch reports",
-                        status=resp.status)
-            return
-        for item in resp.body.get("items") or []:
-            if not isinstance(item, Mapping):
-                continue
-            node = parse_node(item)
-            if node.name and node.name not in self.nodes:
-                self.nodes[node.name] = node
-        self.nodes_listed = True
-        self._index = None
 
     # -- main loop
 
@@ -271,8 +248,13 @@ class AllocatorController(KeyedPassLoop):
             self._index = None  # built before the release was known
             # gangs and preemption allocate as the same release
             self.preemptor.features = self.gangs.features = self.k8s_release.gates
-        if not self.nodes_listed:
-            await self._list_nodes()
+        if not self.node_cache.listed:
+            failed = await self.node_cache.load(self.client)
+            if failed is not None:
+                log.warning("cannot list nodes; allocating on the nodes the watch reports",
+                            status=failed)
+            else:
+                self._index = None
         now = self.monotonic()
         expired = self.holds.expire(now)
         if expired:
@@ -419,12 +401,11 @@ class AllocatorController(KeyedPassLoop):
 
     def node_index(self) -> NodeIndex:
         if self._index is None:
-            nodes = [node for _, node in sorted(self.nodes.items())]
             self._index = NodeIndex(gated_inventory(inventory_from_tracker(self.tracker),
-                                                    self.k8s_release.gates), nodes)
+                                                    self.k8s_release.gates), self.node_cache.in_order())
             self._classes = {c.name: c for c in self.tracker.device_classes()}
         elif self._nodes_changed:  # the devices are the same: only the node list is new
-            self._index = self._index.with_nodes(list(self.nodes.values()), self._nodes_changed)
+            self._index = self._index.with_nodes(list(self.node_cache.nodes.values()), self._nodes_changed)
         self._nodes_changed = set()
         return self._index
 
