@@ -64,7 +64,7 @@ from typing import Any
 import structlog
 from prometheus_client import Counter
 
-from operators.allocator.allocate import DEFAULT_BUDGET_S, in_use_from_tracker, shares_from_tracker
+from operators.allocator.allocate import DEFAULT_BUDGET_S
 from operators.allocator.capacity import Shares
 from operators.allocator.features import gated_inventory
 from operators.allocator.inventory import inventory_from_tracker
@@ -100,6 +100,7 @@ from operators.allocator_controller.gate_waits import GATE_WAIT, GateWaits
 from operators.allocator_controller.holds import DEFAULT_TTL, Holds, InUse
 from operators.allocator_controller.preempt_loop import Preemptor
 from operators.allocator_controller.release import ServerRelease
+from operators.allocator_controller.taken import Taken
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.metrics import gated_pod_done
@@ -175,8 +176,7 @@ class AllocatorController(KeyedPassLoop):
         self._nodes_changed: set[str] = set()  # nodes changed since the index was built
         self._next_start = 0  # where the next node search begins (see nodes.place)
         self._classes: dict[str, DeviceClass] = {}
-        self._taken: set[DeviceID] | None = None  # devices the tracker counts as taken
-        self._shares: Shares | None = None  # shares of multi-allocatable devices
+        self.taken = Taken(tracker, self.holds)
         self._allowed_text = ""  # the nodes the last placement could use, for its report
         self.allocated_total = 0
         self.decisions = 0  # allocations searched (tests assert work per event with it)
@@ -194,8 +194,7 @@ class AllocatorController(KeyedPassLoop):
         self._rescan = True
         self._index = None
         self._nodes_changed = set()
-        self._taken = None
-        self._shares = None
+        self.taken.reset()
 
     # -- what wakes the loop
 
@@ -211,18 +210,7 @@ class AllocatorController(KeyedPassLoop):
         if change.devices or change.pools or change.slices or change.device_classes or device_objects:
             self._index = None
             self._view_changed()
-        freed = False
-        if change.allocations:
-            self._shares = None
-        for d in change.allocations:
-            taken = self.tracker.is_allocated(d)
-            freed = freed or not taken
-            if self._taken is not None:
-                if taken:
-                    self._taken.add(d)
-                else:
-                    self._taken.discard(d)
-        if freed:
+        if change.allocations and self.taken.allocations_changed(change.allocations):
             self._view_changed()  # taking a device helps no waiting pod; freeing one may
         self.wake.set()
 
@@ -410,29 +398,13 @@ class AllocatorController(KeyedPassLoop):
         return self._index
 
     def current_in_use(self) -> InUse:
-        if self._taken is None:
-            self._taken = set(in_use_from_tracker(self.tracker))
-        return InUse(self._taken, self.holds)
+        return self.taken.in_use()
 
     def current_shares(self) -> Shares:
-        """What other claims' shares of multi-allocatable devices consume: those the
-        tracker shows, plus those decided here and not yet seen back (held)."""
-        if self._shares is None:
-            self._shares = shares_from_tracker(self.tracker)
-        held = list(self.holds.shares())
-        if not held:
-            return self._shares
-        out = Shares({d: dict(c) for d, c in self._shares.held.items()})
-        for device, consumed in held:
-            out.add(device, consumed)
-        return out
+        return self.taken.shares()
 
     def still_free(self, claim: NamespacedName, devices: Iterable[DeviceID]) -> bool:
-        """No other claim holds any of the devices whole in the tracker's view right now
-        (shares of a multi-allocatable device leave it to others; the decision's hold
-        kept other decisions of this process off it until the write is seen back)."""
-        return not any(a.claim != claim and not a.admin_access and not a.share_id
-                       for d in devices for a in self.tracker.allocations(d))
+        return self.taken.still_free(claim, devices)
 
     async def _release(self, key: NamespacedName, work: Release) -> None:
         """KEP-5007: the pod's claims whose devices failed to bind are released
