@@ -97,7 +97,7 @@ def test_webhook_gates_new_pods_with_claims(real: RealBackend, other_namespace: 
     op = OperatorThread(["narrowing"], settings).start()
     config_name = f"draco-gate-e2e-{run}"
     try:
-        wait_for(lambda: serving(port, cadump), 30, what="draco's gate webhook to serve TLS")
+        wait_for(lambda: serving(port, cadump), 120, what="draco's gate webhook to serve TLS")
         real.create(WEBHOOKS, {
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": config_name},
