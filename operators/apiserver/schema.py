@@ -160,7 +160,12 @@ class StructuralSchema:
             if _has_rules(root):
                 out.append({"reason": "FieldValueInvalid", "field": "", "message": RULES_SKIPPED})
         else:
-            self._rules(body, root, "", out)
+            # rules at the root also see the object's name (upstream gives them
+            # metadata.name and metadata.generateName, nothing else of metadata)
+            meta = obj.get("metadata")
+            named = {k: meta[k] for k in ("name", "generateName")
+                     if isinstance(meta, dict) and isinstance(meta.get(k), str)}
+            self._rules({**body, "metadata": named}, root, "", out)
             out = ratchet(out, obj, old)
         return out
 

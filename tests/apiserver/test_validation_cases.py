@@ -84,6 +84,8 @@ MESSAGES = [
     ("class-33-selectors", 422, "Invalid", "spec.selectors", "Too many: 33: must have at most 32 items"),
     ("claim-all-with-count", 422, "Invalid", "spec.devices.requests[0].exactly.count",
      "must not be specified when allocationMode is 'All'"),
+    ("gang-name-of-64-characters", 422, "Invalid", None,
+     "must be at most 63 characters: pods join a Gang with the label resource.draco.dev/gang=NAME"),
 ]
 
 

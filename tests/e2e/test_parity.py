@@ -64,9 +64,9 @@ def test_validation_table_on_both_servers(case: dict[str, Any], backend: Backend
               "ResourceClaim": "resourceclaims", "ResourceClaimTemplate": "resourceclaimtemplates",
               "DeviceTaintRule": "devicetaintrules", "ResourceSlicePatch": "resourceslicepatches",
               "Pod": "pods", "Node": "nodes", "Namespace": "namespaces",
-              "ConfigMap": "configmaps"}[obj["kind"]]
+              "ConfigMap": "configmaps", "Gang": "gangs"}[obj["kind"]]
     prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
-    namespaced = plural in ("resourceclaims", "resourceclaimtemplates", "pods", "configmaps")
+    namespaced = plural in ("resourceclaims", "resourceclaimtemplates", "pods", "configmaps", "gangs")
     if namespaced:
         obj["metadata"]["namespace"] = backend.ns
         path = f"{prefix}/namespaces/{backend.ns}/{plural}?dryRun=All"
