@@ -17,10 +17,13 @@ Verdicts:
   (with TAS, Kueue puts each pod on its node itself).
 - `retry`: not now. The message names what is short (the gang search's reason: a
   request short by count, the member that fits on no node); with TAS it says when the
-  devices do not fit TAS's nodes but fit elsewhere now. `requeueAfterSeconds` is set.
+  devices do not fit the nodes Kueue chose (TAS's domains, the admission's
+  ResourceFlavor's nodeLabels) but fit elsewhere now. `requeueAfterSeconds` is set.
 - `rejected`: it can never fit: a search over the same cluster with every device free
   and no device taint fails too (more than the cluster has, a selector nothing
-  matches), or the Workload's templates cannot be read.
+  matches), or the Workload's templates cannot be read. That search is bound by the
+  pods' own selectors only, not by the nodes Kueue chose this time: a ClusterQueue's
+  next flavor, or TAS's next domain, may be where the devices are.
 Missing objects (a template, a named claim, a DeviceClass, the Gang) are `retry`:
 they may come.
 """
@@ -260,17 +263,22 @@ def decide(wl: Workload, index: NodeIndex, classes: Mapping[str, DeviceClass],
         return rejected(reason, steps)
     if outcome.status == "undecided":
         return retry(reason, steps)
-    if tas is not None:  # the same pods without TAS's pins: do they fit elsewhere?
-        unpinned = workload_members(wl, templates, claims, flavor_nodes)
-        if isinstance(unpinned, Problem):
-            return retry(unpinned.message)
-        plain = [m.member for m in unpinned]
-        free = place_gang(gang, plain, index, classes, in_use, budget_s, shares=shares)
+    # Kueue chose the nodes (TAS's domains, the flavor's nodeLabels) this time only: the
+    # next admission may choose others (another domain, the ClusterQueue's next flavor)
+    free_members = plain
+    bound = tas is not None or any((flavor_nodes or {}).get(f) for ps in wl.pod_sets for f in ps.flavors)
+    if bound:
+        unbound = workload_members(wl, templates, claims)
+        if isinstance(unbound, Problem):
+            return retry(unbound.message)
+        free_members = [m.member for m in unbound]
+        free = place_gang(gang, free_members, index, classes, in_use, budget_s, shares=shares)
         steps += free.steps
         if free.allocated:
-            return retry(f"the devices do not fit the nodes TAS assigned ({'; '.join(tas[1])}): "
-                         f"{reason}; they fit elsewhere now", steps)
-    never = place_gang(gang, plain, empty or empty_view(index), classes, (), budget_s)
+            chosen = f"the nodes TAS assigned ({'; '.join(tas[1])})" if tas is not None else \
+                "the nodes of the flavor Kueue assigned"
+            return retry(f"the devices do not fit {chosen}: {reason}; they fit elsewhere now", steps)
+    never = place_gang(gang, free_members, empty or empty_view(index), classes, (), budget_s)
     steps += never.steps
     if never.status == "unsatisfiable":
         return rejected(f"can never fit, even with every device free: {never.reason or reason}", steps)

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from operators.admission.workload import Workload
+from operators.admission.workload import Workload, WorkloadError, parse_workload
 from operators.model import DeviceID, NamespacedName
 
 RESERVATION_ANNOTATION = "resource.draco.dev/reservation"
@@ -98,6 +98,25 @@ def reservation_of(wl: Workload) -> Reservation | None:
     return parse_reservation(text) if text else None
 
 
+def held_reservations(objects: Iterable[Mapping[str, Any]]) -> list[tuple[Workload, Reservation]]:
+    """Every reservation that keeps devices now, with its Workload, from plain objects
+    (the Workloads of a listing or a file): valid for the Workload's current admission
+    and the Workload not over, as the controller honours them. Unreadable Workloads and
+    annotations keep nothing."""
+    out: list[tuple[Workload, Reservation]] = []
+    for obj in objects:
+        if obj.get("kind") != "Workload":
+            continue
+        try:
+            wl = parse_workload(obj)
+        except WorkloadError:
+            continue
+        r = reservation_of(wl)
+        if r is not None and r.valid_for(wl) and wl.over is None:
+            out.append((wl, r))
+    return sorted(out, key=lambda x: (x[0].namespace, x[0].name))
+
+
 class Reservations:
     """The devices every Workload's reservation keeps, by Workload. Pure bookkeeping."""
 
@@ -145,4 +164,4 @@ class Reservations:
 
 
 __all__ = ["RESERVATION_ANNOTATION", "Reservation", "Reservations", "admission_fingerprint",
-           "parse_reservation", "reservation_of"]
+           "held_reservations", "parse_reservation", "reservation_of"]

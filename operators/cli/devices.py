@@ -11,9 +11,12 @@ server does about device taints itself and who evicts for which taints.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
+from operators.admission.reservation import held_reservations
+from operators.admission.workload import KUEUE_GROUP, KUEUE_VERSION
 from operators.cli.output import emit, render_table
 from operators.cli.state import add_source_options, load_state, rfc3339, tracker_errors
 from operators.cli.upstream_taints import add_mode_option, add_upstream, describe
@@ -173,14 +176,40 @@ def gang_holdings(tracker: Tracker) -> dict[str, dict[str, Any]]:
     return out
 
 
-def device_document(tracker: Tracker) -> dict[str, Any]:
+# Kueue Workloads: the view names the Workload draco's devices check keeps a device for
+# (`draco run --admission-check`; the reservation annotation on the Workload), as the
+# device's `workload` and in `workloads`, added only where a reservation keeps devices.
+
+
+def workload_reservations(objects: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per Kueue Workload (`NS/NAME`) whose devices draco's check keeps: when, the
+    devices (`driver/pool/device`), how many pods they are for, and the check's message.
+    Only reservations the controller honours (valid for the Workload's admission, the
+    Workload not over): a stale annotation keeps nothing and is not shown."""
+    out: dict[str, dict[str, Any]] = {}
+    for wl, r in held_reservations(objects):
+        pods = sum(len(p) for p in r.allocations.values() if isinstance(p, Mapping))
+        out[f"{wl.namespace}/{wl.name}"] = {
+            "reservedAt": r.reserved_at, "devices": sorted(str(d) for d in r.devices), "pods": pods,
+            "message": r.message}
+    return out
+
+
+def device_document(tracker: Tracker, workloads: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """WORKLOADS: Kueue Workload objects, whose reservations the document shows."""
     records = [device_record(v) for v in tracker.devices()]
     gangs = gang_holdings(tracker)
     by_device = {d: name for name, g in gangs.items() for d in g["devices"]}
+    reserved = workload_reservations(workloads)
+    for_workload = {d: name for name, w in reserved.items() for d in w["devices"]}
     for r in records:
-        gang = by_device.get(f"{r['driver']}/{r['pool']}/{r['device']}")
+        device_id = f"{r['driver']}/{r['pool']}/{r['device']}"
+        gang = by_device.get(device_id)
         if gang is not None:
             r["gang"] = gang  # held for a gang's member: its devices go together
+        workload = for_workload.get(device_id)
+        if workload is not None:
+            r["workload"] = workload  # kept for a Kueue Workload by draco's devices check
     for pool in tracker.pools():
         if not pool.valid:
             records += duplicate_records(tracker, pool)
@@ -194,13 +223,17 @@ def device_document(tracker: Tracker) -> dict[str, Any]:
         }
         for p in sorted(tracker.pools(), key=lambda p: p.id)
     ]
-    errors = tracker_errors(tracker) + overlay_errors(tracker)
+    # the view reads Workloads itself (their reservations); the tracker does not track them
+    errors = [e for e in tracker_errors(tracker) if not e["object"].startswith("Workload/")]
+    errors += overlay_errors(tracker)
     doc: dict[str, Any] = {"devices": records, "pools": pools}
     counters = counter_records(tracker)
     if counters:  # only clusters with partitionable devices have them
         doc["counters"] = counters
     if gangs:  # only clusters with gangs have them
         doc["gangs"] = gangs
+    if reserved:  # only clusters where draco's devices check keeps devices have them
+        doc["workloads"] = reserved
     doc["errors"] = sorted(errors, key=lambda r: (r["object"], r["message"]))
     return doc
 
@@ -235,6 +268,9 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
     with_health = any("health" in d for d in doc["devices"])
     if with_health:
         headers.append("health")
+    with_workload = any("workload" in d for d in doc["devices"])
+    if with_workload:
+        headers.append("reserved for")
     rows = []
     for d in doc["devices"]:
         row = [d["driver"], d["pool"], d["device"],
@@ -248,6 +284,8 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
                              for c in d.get("consumesCounters", []))]
         if with_health:
             row.append(",".join(f"{h['policy']}:{h['state']}" for h in d.get("health", [])))
+        if with_workload:
+            row.append(d.get("workload", ""))
         rows.append(row)
     out = render_table(headers, rows) if rows else "No devices.\n"
     if doc.get("counters"):
@@ -265,6 +303,10 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
             ["gang", "min", "members", "devices held"],
             [[name, "-" if g["minCount"] is None else g["minCount"], len(g["members"]),
               len(g["devices"])] for name, g in doc["gangs"].items()])
+    if doc.get("workloads"):
+        out += "\nReserved for Kueue Workloads (draco's devices check):\n" + render_table(
+            ["workload", "pods", "devices", "reserved at"],
+            [[name, w["pods"], len(w["devices"]), w["reservedAt"]] for name, w in doc["workloads"].items()])
     bad_pools = [p for p in doc["pools"] if not p["complete"]]
     if bad_pools:
         out += "\nIncomplete pools:\n" + "".join(
@@ -277,6 +319,29 @@ def table(doc: dict[str, Any], wide: bool = False) -> str:
     return out
 
 
+def cluster_workloads() -> list[dict[str, Any]]:
+    """Kueue's Workloads of the live cluster, for their reservations; none (quietly)
+    where Kueue is not installed or they cannot be listed: the device view stands
+    without them."""
+    import json
+
+    from operators.cli.inputs import kube_api
+
+    api = kube_api()
+    method, url, headers, _, _ = api.param_serialize(
+        "GET", f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}/workloads", header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"])
+    try:
+        resp = api.call_api(method, url, header_params=headers)
+        resp.read()
+        if resp.status >= 400:
+            return []
+        items = json.loads(resp.data or b"{}").get("items") or []
+    except Exception:  # noqa: BLE001 - no Kueue (404), no permission, a bad answer: no reservations
+        return []
+    return [{"kind": "Workload", **item} for item in items if isinstance(item, dict)]
+
+
 def run(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
@@ -284,7 +349,8 @@ def run(args: argparse.Namespace) -> int:
 
     tracker, objects = load_state(args)
     cluster = add_upstream(args, tracker, objects)
-    doc = device_document(tracker)
+    workloads = objects if args.sources else cluster_workloads()
+    doc = device_document(tracker, workloads)
     # each device's health signals and the rule they caused, where policies exist
     policies = objects if args.sources else objects + health.cluster_policies(quiet=True)
     by_device = health.by_device(policies, datetime.now(UTC))
