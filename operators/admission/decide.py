@@ -38,6 +38,7 @@ from typing import Any, Literal
 from operators.admission.members import ClaimLookup, Problem, WorkloadMember, workload_members
 from operators.admission.workload import Workload
 from operators.allocator.capacity import NO_SHARES, Shares
+from operators.allocator.features import DEFAULT_GATES, FeatureGates
 from operators.allocator.inventory import Inventory
 from operators.allocator.nodes import NodeIndex
 from operators.allocator.results import allocation_to_api
@@ -210,10 +211,11 @@ def decide(wl: Workload, index: NodeIndex, classes: Mapping[str, DeviceClass],
            claims: ClaimLookup, gangs: GangLookup,
            flavor_nodes: Mapping[str, Mapping[str, str]] | None = None,
            shares: Shares = NO_SHARES, budget_s: float = 10.0,
-           requeue_s: int = DEFAULT_REQUEUE_S, empty: NodeIndex | None = None) -> Decision:
+           requeue_s: int = DEFAULT_REQUEUE_S, empty: NodeIndex | None = None,
+           features: FeatureGates = DEFAULT_GATES) -> Decision:
     """The verdict (see the module's docstring). IN_USE: what other claims hold, plus
     what other Workloads' reservations keep. EMPTY: `empty_view(index)`, when the
-    caller keeps one."""
+    caller keeps one. FEATURES: the gates and release behaviour to allocate with."""
     def retry(message: str, steps: int = 0) -> Decision:
         return Decision("retry", _short(message), requeue_after=requeue_s, steps=steps)
 
@@ -244,7 +246,8 @@ def decide(wl: Workload, index: NodeIndex, classes: Mapping[str, DeviceClass],
     plain = [m.member for m in members]
     if not members:
         return Decision("ready", "the Workload has no pods to place")
-    outcome = place_gang(gang, plain, index, classes, in_use, budget_s, shares=shares)
+    outcome = place_gang(gang, plain, index, classes, in_use, budget_s, shares=shares,
+                         features=features)
     steps = outcome.steps
     if outcome.allocated:
         placed = _placed(members, outcome)
@@ -272,13 +275,15 @@ def decide(wl: Workload, index: NodeIndex, classes: Mapping[str, DeviceClass],
         if isinstance(unbound, Problem):
             return retry(unbound.message)
         free_members = [m.member for m in unbound]
-        free = place_gang(gang, free_members, index, classes, in_use, budget_s, shares=shares)
+        free = place_gang(gang, free_members, index, classes, in_use, budget_s, shares=shares,
+                          features=features)
         steps += free.steps
         if free.allocated:
             chosen = f"the nodes TAS assigned ({'; '.join(tas[1])})" if tas is not None else \
                 "the nodes of the flavor Kueue assigned"
             return retry(f"the devices do not fit {chosen}: {reason}; they fit elsewhere now", steps)
-    never = place_gang(gang, free_members, empty or empty_view(index), classes, (), budget_s)
+    never = place_gang(gang, free_members, empty or empty_view(index), classes, (), budget_s,
+                       features=features)
     steps += never.steps
     if never.status == "unsatisfiable":
         return rejected(f"can never fit, even with every device free: {never.reason or reason}", steps)

@@ -408,7 +408,8 @@ class AdmissionController(KeyedPassLoop):
                       templates=templates, claims=self.tracker.claim, gangs=gang,
                       flavor_nodes=flavor_labels(list(self.flavors.values())),
                       shares=shares_from_tracker(self.tracker), budget_s=self.settings.budget,
-                      requeue_s=self.settings.requeue_after, empty=self._empty)
+                      requeue_s=self.settings.requeue_after, empty=self._empty,
+                      features=self.k8s_release.gates)
 
     def node_index(self) -> NodeIndex:
         if self._index is None:

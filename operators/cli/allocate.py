@@ -383,7 +383,7 @@ def run(args: argparse.Namespace) -> int:
                              "--node, --gang or --preempt")
         if not args.sources:
             objects = [*objects, *cluster_objects(args.workload)]
-        emit(workload_document(tracker, objects, args.workload, DEFAULT_BUDGET_S), args.output,
+        emit(workload_document(tracker, objects, args.workload, DEFAULT_BUDGET_S, gates), args.output,
              workload_table)
         return 0
     if args.preempt is not None:

@@ -40,6 +40,7 @@ from operators.allocator import (
     inventory_from_tracker,
     shares_from_tracker,
 )
+from operators.allocator.features import DEFAULT_GATES, FeatureGates, gated_inventory
 from operators.allocator.nodes import NodeIndex
 from operators.allocator.reserved import Reserved
 from operators.cli.allocation_records import nodes_from
@@ -84,7 +85,9 @@ def other_reservations(objects: Iterable[Mapping[str, Any]], key: NamespacedName
 
 
 def workload_document(tracker: Tracker, objects: Sequence[dict[str, Any]], key: NamespacedName,
-                      budget_s: float = DEFAULT_BUDGET_S) -> dict[str, Any]:
+                      budget_s: float = DEFAULT_BUDGET_S, gates: FeatureGates = DEFAULT_GATES) -> dict[str, Any]:
+    """The devices check's verdict for the Workload, with GATES (the release `draco
+    allocate` answers as)."""
     wl = find_workload(objects, key)
     own = reservation_of(wl)
     if own is not None and own.valid_for(wl):
@@ -93,13 +96,13 @@ def workload_document(tracker: Tracker, objects: Sequence[dict[str, Any]], key: 
     templates = {_key(o)[1]: o for o in objects
                  if o.get("kind") == "ResourceClaimTemplate" and _key(o)[0] == wl.namespace}
     flavors = flavor_labels([o for o in objects if o.get("kind") == "ResourceFlavor"])
-    index = NodeIndex(inventory_from_tracker(tracker), nodes_from(objects, tracker))
+    index = NodeIndex(gated_inventory(inventory_from_tracker(tracker), gates), nodes_from(objects, tracker))
     classes = {c.name: c for c in tracker.device_classes()}
     others = other_reservations(objects, key)
     in_use = Reserved(in_use_from_tracker(tracker), others.devices())
     d = decide(wl, index, classes, in_use, templates=templates, claims=tracker.claim,
                gangs=gang_from_objects(objects), flavor_nodes=flavors,
-               shares=shares_from_tracker(tracker), budget_s=budget_s)
+               shares=shares_from_tracker(tracker), budget_s=budget_s, features=gates)
     return {"status": d.status, "message": d.message,
             "members": d.members_json() if d.status == "ready" else {},
             "podSetUpdates": [dict(u) for u in d.pod_set_updates] if d.status == "ready" else []}

@@ -1,10 +1,10 @@
-"""Gangs and preemption answer as the cluster's release too, not only
+"""Gangs, preemption and the devices check answer as the cluster's release too, not only
 single pods: each decision below turns on 1.38's semantic-version comparison (version
 attributes differing only in build metadata match in 1.38, not in 1.37).
 
 What a user would notice on a 1.38 cluster: a gang whose members each need two devices
 of one version is placed; a high-priority pod needing such a pair preempts the pod that
-holds it. On 1.37 neither fits."""
+holds it; a Kueue Workload needing such pairs is admitted. On 1.37 none of them fits."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ import pytest
 import yaml
 
 from operators.kube.client import Response
+from tests.admission.kueue import claim_template, pod_set, workload
+from tests.admission.test_admission_controller import Draco, KueueAPI, world
 from tests.fake_api import run
 from tests.gangs.test_gang_controller import Cluster as GangCluster
 from tests.gangs.test_gang_controller import KillableAPI
@@ -115,3 +117,24 @@ def test_draco_allocate_gang_and_preempt_answer_as_the_release_given(
             assert (doc["status"] == "allocated") is match, doc
         else:
             assert (doc.get("victims") == [f"{NS}/low"]) is match, doc
+
+
+@pytest.mark.parametrize(("server", "match"), SERVERS)
+def test_the_devices_check_admits_as_the_servers_release(server: str, match: bool) -> None:
+    template = claim_template("pair", PAIR, constraints=SAME_VERSION)
+    objs = [o for o in world(workload("w", [pod_set("workers", 2, templates={"gpu": "pair"})]))
+            if o["kind"] != "ResourceSlice"]
+    objs += [template, *node_slice("n-1", builds(4))]
+    d = Draco(objs)
+    api = answering(KueueAPI, server)()
+    api.objects, api.nodes, api.templates, api.rv = d.api.objects, d.api.nodes, [template], d.api.rv
+    d.api = api
+    d.restart()
+    run(d.settle())
+    assert d.controller.k8s_release.release.name == server[1:5]
+    entry = d.api.check_of()
+    if match:
+        assert entry["state"] == "Ready", entry["message"]
+    else:
+        assert entry["state"] != "Ready"
+        assert "Ready" not in entry["message"]
