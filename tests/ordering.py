@@ -35,6 +35,9 @@ FIXTURE_STAGE = {
     "private_137": "1.37", "private_137_workloads": "1.37", "real_cluster_136": "1.36", "real_136": "1.36",
     "private_136": "1.36", "draco_image": "node",
     "stack_cluster_137": "stack", "stack_137": "stack",  # Kueue and JobSet on a 1.37 of their own
+    # the releases only a smoke set runs on: their own stages while the plan has them
+    **{f"{fixture}_{k8s.replace('.', '')}": k8s for k8s in cluster_plan.SMOKE
+       for fixture in ("real_cluster", "real")},
 }
 # Modules that start clusters through hack/cluster themselves, not through a fixture.
 MODULE_STAGE = {"test_real_node.py": "node", "test_real_node_lifecycle.py": "node",
@@ -56,6 +59,9 @@ def needed_stage(item: pytest.Item) -> str | None:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("backend") == "real":
             needed.append("1.34")  # the `backend` fixture asks for real_cluster at run time
+        if callspec is not None:  # a fixture parametrized by the cluster fixture it asks for
+            needed += [FIXTURE_STAGE[v] for v in callspec.params.values()
+                       if isinstance(v, str) and v.startswith("real_") and v in FIXTURE_STAGE]
         needed.append(MODULE_STAGE.get(item.path.name, "1.34"))
     return max(needed, key=STAGES.index, default=None)
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests import ordering
+from tests.ordering import cluster_plan
 
 
 class Item:
@@ -39,7 +40,9 @@ class Item:
 
 def test_stages_follow_the_build_and_end_with_the_shortest_group() -> None:
     # the last cluster group is 1.36's (the shortest); upstream's suite needs no cluster
-    assert ordering.STAGES == ("helm", "1.34", "1.37", "stack", "node", "1.36", "upstream")
+    # (the 1.35/1.38 smoke set's stages come after it once the plan has them: SMOKE)
+    assert ("helm", "1.34", "1.37", "stack", "node", "1.36", "upstream",
+            *cluster_plan.SMOKE) == ordering.STAGES
 
 
 def test_unit_tests_first_then_each_stage_in_build_order_as_one_group() -> None:
@@ -73,6 +76,15 @@ def test_a_module_scoped_fixture_keeps_its_module_in_one_stage() -> None:
     ordering.order(items)  # type: ignore[arg-type]
     assert items == [other, early, late]
     assert early.group() == late.group() == "real-1.37"
+
+
+def test_a_fixture_parametrized_by_cluster_fixture_names_runs_each_half_in_its_stage() -> None:
+    items = [Item("test_release_smoke_real.py", ("cluster", "release"), real=True) for _ in range(2)]
+    for item, fixture in zip(items, ("real_136", "real_137"), strict=True):
+        item.callspec = SimpleNamespace(params={"cluster": fixture})
+    ordering.order(items)  # type: ignore[arg-type]
+    assert [i.group() for i in items] == ["real-1.37", "real-1.36"]
+    assert all(ordering.FIXTURE_STAGE[f"real_{k.replace('.', '')}"] == k for k in cluster_plan.SMOKE)
 
 
 def test_what_a_test_waits_for_before_its_timeout_starts() -> None:

@@ -4,7 +4,8 @@ The real control plane (Kubernetes 1.34, draco's floor) is built and started onc
 session by `hack/cluster`; when it cannot be built or started the tests fail with the
 reason, they are never skipped. `-m "not real"` runs only the embedded half during
 development; `DRACO_CLUSTER_DIR=DIR` reuses a cluster already started with
-`hack/cluster up --dir DIR` (`DRACO_CLUSTER_DIR_137` a 1.37 one).
+`hack/cluster up --dir DIR` (`DRACO_CLUSTER_DIR_137` a 1.37 one, `_135`, `_136`, `_138`
+likewise).
 """
 
 from __future__ import annotations
@@ -88,6 +89,31 @@ def real_cluster_136(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealC
     """Kubernetes 1.36: device taints, partitionable devices, consumable capacity and
     binding conditions beta and on; upstream's DeviceTaintRule API off by default."""
     yield from _cluster("1.36", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def real_cluster_135(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """Kubernetes 1.35 (a smoke set only: every minor from 1.34 to 1.38 starts and runs draco)."""
+    yield from _cluster("1.35", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def real_cluster_138(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """Kubernetes 1.38 (its served beta): DRA's partitionable devices and binding conditions
+    GA and locked on, the DynamicResourceAllocation gate gone."""
+    yield from _cluster("1.38", tmp_path_factory)
+
+
+@pytest.fixture
+def real_135(real_cluster_135: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
+    """A namespace of the real 1.35 cluster."""
+    yield from _namespace(real_cluster_135, tmp_path)
+
+
+@pytest.fixture
+def real_138(real_cluster_138: RealCluster, tmp_path: Path) -> Iterator[RealBackend]:
+    """A namespace of the real 1.38 cluster."""
+    yield from _namespace(real_cluster_138, tmp_path)
 
 
 @pytest.fixture
