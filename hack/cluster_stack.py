@@ -183,8 +183,9 @@ def established(call: Call, name: str) -> bool:
     status, body = call("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", None)
     if status != 200 or not isinstance(body, dict):
         return False
+    # a CRD just created may show `conditions: null` until its controller sets them
     return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in body.get("status", {}).get("conditions", []))
+               for c in (body.get("status") or {}).get("conditions") or [])
 
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy

@@ -134,3 +134,15 @@ def test_the_stack_needs_a_running_cluster_and_says_so(
     proc = subprocess.run([sys.executable, str(HACK / "cluster"), *(a.format(tmp=tmp_path) for a in args)],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == code and said in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("status", "body", "ready"), [
+    (200, {"status": {"conditions": None}}, False),  # just created: its controller has not run
+    (200, {"status": None}, False),
+    (200, {}, False),
+    (404, None, False),
+    (200, {"status": {"conditions": [{"type": "Established", "status": "True"}]}}, True),
+])
+def test_a_crd_is_established_only_once_its_condition_says_so(status: int, body: Any, ready: bool) -> None:
+    from cluster_stack import established
+    assert established(lambda method, path, obj: (status, body), "x.example.com") is ready
