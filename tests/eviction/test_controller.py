@@ -181,13 +181,14 @@ def test_eviction_api_mode_respects_a_disruption_budget(cluster: EmbeddedCluster
     kubectl("apply", "-f", "-", input=rule("maint", "NoExecute", {"all": True}))
     cond = wait_for(lambda: condition(cluster, "maint"), 15, what="the rule condition")
     assert cond["status"] == "True" and cond["reason"] == "PodsPendingEviction"
-    time.sleep(1.5)  # several refused attempts
-    assert pod_exists(cluster, "guarded")
 
     def pod_events() -> list[dict[str, Any]]:
         items = json.loads(kubectl("get", "events", "-o", "json").stdout)["items"]
         return [e for e in items if e["involvedObject"]["name"] == "guarded"]
 
+    wait_for(pod_events, 30, what="the first refused eviction's Event")
+    time.sleep(1.5)  # more refused attempts (every 0.3 s): they must not add Events
+    assert pod_exists(cluster, "guarded")
     refused = pod_events()
     assert [e["reason"] for e in refused] == ["DeviceTaintEvictionRefused"]  # once, and no "Marking for deletion"
     assert refused[0]["type"] == "Warning" and "PodDisruptionBudget" in refused[0]["message"]
