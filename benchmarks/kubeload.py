@@ -1,4 +1,4 @@
-"""Load and measurement helpers for the large real-cluster benchmarks (`cluster_scale`).
+"""Load and measurement helpers for the large real-cluster benchmarks.
 
 The e2e tests' HTTP helper opens one TLS connection per request, which caps a Python
 client at a few hundred writes a second and spends the benchmark's CPU on handshakes;
@@ -6,13 +6,15 @@ creating 20,000 pods that way takes longer than the figures being measured. This
 talks to the API server over kept-alive aiohttp connections, many requests at once,
 watches collections the way an informer does (so the benchmark counts the watch events
 the API server emits instead of polling lists), and reads the figures of the processes
-it compares (draco, kube-scheduler, kube-controller-manager) from /proc.
+it compares (draco, kube-scheduler, kube-controller-manager) from /proc. Used by
+`cluster_scale` and `eviction_at_size`, whose DRA world it fills (fill_world).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import socket
@@ -21,11 +23,14 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 
 from tests.e2e.backends import ROOT, RealCluster
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 T = TypeVar("T")
 Event = Mapping[str, Any]
@@ -42,6 +47,7 @@ class Api:
         if not cluster.url.startswith("https://127.0.0.1:"):
             raise ValueError(f"benchmarks talk to 127.0.0.1 only, not {cluster.url}")
         self.url = cluster.url
+        self.cluster_dir: Path | None = cluster.dir
         self.connector = aiohttp.TCPConnector(ssl=cluster.ssl, limit=connections + 8)
         self.session = aiohttp.ClientSession(connector=self.connector, read_bufsize=1 << 20)
         self.limit = connections
@@ -356,3 +362,216 @@ def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     rank = max(1, -(-len(ordered) * fraction // 1))
     return ordered[int(rank) - 1]
+
+
+# --------------------------------------------------------------------------- the DRA world
+#
+# The DRA-at-size world of `eviction_at_size` (the shape of `cluster_scale`'s dra part):
+# NODES kwok nodes with one node-local slice of PER_NODE devices each, CLAIMS_PER_NODE
+# allocated claims per node reserved for Running pods bound there. The nodes come first
+# (they are few); then the writes are split over writer processes, each owning whole
+# nodes and keeping many requests in flight (each claim's writes wait on etcd one after
+# the other), so every object is written in dependency order within its writer: the
+# node's slice, then per claim the claim, its pod bound to the node, the claim's
+# allocation and reservation (which need the pod's uid), and the pod's Running status.
+# Writing that status ourselves (as kwok's `pod-ready` stage would) takes kwok, which
+# plays a few pods at a time, off the path: its stage selects only pods still Pending
+# and not Ready.
+
+
+@dataclasses.dataclass(frozen=True)
+class World:
+    nodes: int = 2_000
+    per_node: int = 8
+    claims_per_node: int = 5
+
+    @property
+    def claims(self) -> int:
+        return self.nodes * self.claims_per_node
+
+
+def writer_count(cpus: int) -> int:
+    """Writer processes for a machine of CPUS cores. A writer's Python (JSON, TLS,
+    aiohttp: about 1 CPU ms a write) caps one process near 1,000 writes a second, while the
+    API server and etcd, which spend several times that per write, scale over the cores:
+    one writer per four cores keeps the client ahead of the server. On 2 to 7 cores that
+    is one (measured on 2: a second process only took CPU from the server it waits for),
+    4 on 16, at most 8."""
+    return max(1, min(8, cpus // 4))
+
+
+def shards(nodes: int, writers: int) -> list[list[int]]:
+    """Node indexes per writer, dealt round-robin so every writer gets nodes of both
+    halves of the world (the halves hold different devices) and none is empty."""
+    count = max(1, min(writers, nodes))
+    return [list(range(k, nodes, count)) for k in range(count)]
+
+
+def running_status(index: int, now: str) -> dict[str, Any]:
+    """A bound pod's status as a kubelet reports it once its one container (`c`) runs;
+    the pod IP comes from INDEX (10.128.0.0/9, clear of kwok's 10.244.0.0/16)."""
+    ip = f"10.{128 + index // 65536 % 128}.{index // 256 % 256}.{index % 256}"
+    ready = [{"type": t, "status": "True", "lastTransitionTime": now}
+             for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")]
+    return {"status": {
+        "phase": "Running", "conditions": ready, "startTime": now,
+        "hostIP": "10.1.0.1", "hostIPs": [{"ip": "10.1.0.1"}], "podIP": ip, "podIPs": [{"ip": ip}],
+        "containerStatuses": [{"name": "c", "image": "registry.invalid/app", "imageID": "",
+                               "ready": True, "started": True, "restartCount": 0,
+                               "state": {"running": {"startedAt": now}}}]}}
+
+
+async def write_shard(api: Api, world: World, nodes: list[int], connections: int) -> dict[str, float]:
+    """One writer's share of the world: its nodes' slices, then their claims and pods."""
+    from benchmarks.scale_objects import (
+        CLAIMS,
+        DRIVER,
+        PODS,
+        RESOURCE,
+        allocated_devices,
+        claim,
+        dra_pod,
+    )
+
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    slices_s = await api.many(lambda n: api.create(f"{RESOURCE}/resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"node-{n}-gpu"},
+        "spec": {"driver": DRIVER, "nodeName": f"node-{n}",
+                 "pool": {"name": f"node-{n}", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": f"gpu-{d}"} for d in range(world.per_node)]}}),
+        nodes, connections)
+    work = [(n, d) for n in nodes
+            for d in allocated_devices(world.per_node, world.claims_per_node, n, world.nodes)]
+
+    async def one(item: tuple[int, int]) -> None:
+        n, d = item
+        name, node = f"dra-{n}-{d}", f"node-{n}"
+        await api.create(CLAIMS, claim(name, kind="dra", device=f"gpu-{d}"))
+        pod = await api.create(PODS, dra_pod(name, node, False, kind="dra", device=f"gpu-{d}"))
+        await api.merge_patch(f"{CLAIMS}/{name}/status", {"status": {
+            "allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": DRIVER, "pool": node, "device": f"gpu-{d}"}]}},
+            "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}]}})
+        await api.merge_patch(f"{PODS}/{name}/status", running_status(n * world.per_node + d, now))
+
+    claims_s = await api.many(one, work, connections)
+    return {"slices": len(nodes), "claims": len(work), "slices_s": slices_s, "claims_s": claims_s,
+            "writes": len(nodes) + 4 * len(work)}
+
+
+def _writer_process(directory: str, world: World, nodes: list[int], connections: int) -> dict[str, float]:
+    """A writer process's body (spawned: no event loop or connection is inherited)."""
+    async def body() -> dict[str, float]:
+        api = Api(RealCluster(Path(directory), owned=False), connections)
+        try:
+            return await write_shard(api, world, nodes, connections)
+        finally:
+            await api.close()
+
+    return asyncio.run(body())
+
+
+# Requests in flight per writer. Each claim's four writes wait on etcd's commit one after
+# the other, so the fill is bound by latency before CPU: on the 2-core machine, one writer
+# made 258 writes/s with 32 connections, 516 with 96 and 461 with 192 (1,000 claims each,
+# minutes apart); a second writer process there made no difference (10,000 claims:
+# 90.5 s with one writer, 97.8 s with two).
+CONNECTIONS_PER_WRITER = 96
+
+
+def writers_from_env(cpus: int | None = None) -> tuple[int, int]:
+    """(writer processes, connections per writer): DRACO_BENCH_WRITERS and
+    DRACO_BENCH_CONNECTIONS, else writer_count() of this machine and CONNECTIONS_PER_WRITER."""
+    writers = int(os.environ.get("DRACO_BENCH_WRITERS") or writer_count(cpus or os.cpu_count() or 1))
+    connections = int(os.environ.get("DRACO_BENCH_CONNECTIONS") or CONNECTIONS_PER_WRITER)
+    if writers < 1 or connections < 1:
+        raise ValueError(f"writers {writers} and connections {connections} must be at least 1")
+    return writers, connections
+
+
+async def write_nodes(api: Api, count: int, connections: int) -> float:
+    """COUNT kwok nodes (hack/cluster's manifest), CONNECTIONS at once; the seconds it took."""
+    from benchmarks.scale_objects import _hack_cluster
+
+    manifest = _hack_cluster().node_manifest
+    return await api.many(lambda i: api.create("/api/v1/nodes", manifest(f"node-{i}")),
+                          range(count), connections)
+
+
+def node_readiness(ready: set[str]) -> Callable[[str, dict[str, Any], float], None]:
+    """A node watch's handler keeping READY the names of nodes Ready without a NoExecute
+    taint. The `not-ready` NoSchedule taint that kube-controller-manager lifts at its
+    client's 20 QPS (100 s for 2,000 nodes) does not count: it keeps the scheduler from a
+    node, never a pod bound with `nodeName`, and every pod of this world is."""
+
+    def on_node(kind: str, obj: dict[str, Any], _: float) -> None:
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        taints = (obj.get("spec") or {}).get("taints") or []
+        if kind != "DELETED" and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                     for c in conditions) \
+                and not any(t.get("effect") == "NoExecute" for t in taints):
+            ready.add(obj["metadata"]["name"])
+        else:
+            ready.discard(obj["metadata"]["name"])
+
+    return on_node
+
+
+async def fill_world(api: Api, world: World, writers: int, connections: int,
+                     executor: Executor | None = None, limit: float = 1800) -> dict[str, Any]:
+    """The namespace and class, the nodes, then the writers while kwok makes the nodes
+    Ready; returns the fill's figures once every node is Ready and the API shows every
+    claim allocated and every pod Running. One writer writes in this process; more run in
+    EXECUTOR (spawned processes when none is given)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from benchmarks.scale_objects import CLAIMS, PODS, namespace_and_class, selector
+
+    started = time.monotonic()
+    await namespace_and_class(api)
+    ready: set[str] = set()
+    parts = shards(world.nodes, writers)
+    owned = executor is None and len(parts) > 1
+    pool = executor or (ProcessPoolExecutor(len(parts), mp_context=get_context("spawn"))
+                        if owned else None)
+    try:
+        async with Watch(api, "/api/v1/nodes", node_readiness(ready), limit=limit):
+            nodes_posted_s = await write_nodes(api, world.nodes, connections)
+            objects_started = time.monotonic()
+            if pool is None:
+                results = [await write_shard(api, world, parts[0], connections)]
+            else:
+                directory, loop = str(_cluster_dir(api)), asyncio.get_running_loop()
+                results = list(await asyncio.gather(*(
+                    loop.run_in_executor(pool, _writer_process, directory, world, part, connections)
+                    for part in parts)))
+            objects_s = time.monotonic() - objects_started
+            await wait_until(lambda: len(ready) >= world.nodes, limit,
+                             lambda: f"{len(ready)} of {world.nodes} kwok nodes Ready", step=0.2)
+            nodes_s = time.monotonic() - started
+    finally:
+        if owned and pool is not None:
+            pool.shutdown()
+    pods = (await api.call("GET", PODS + selector(kind="dra")))["items"]
+    claims = (await api.call("GET", CLAIMS + selector(kind="dra")))["items"]
+    running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
+    allocated = sum(1 for c in claims if (c.get("status") or {}).get("allocation"))
+    if running != world.claims or allocated != world.claims:
+        raise RuntimeError(f"world not filled: {running} pods Running, {allocated} claims "
+                           f"allocated, {world.claims} wanted")
+    writes = sum(r["writes"] for r in results) + world.nodes
+    out = {"nodes": world.nodes, "claims": world.claims, "writers": len(parts),
+           "connections": connections, "cpus": os.cpu_count(), "nodes_posted_s": nodes_posted_s,
+           "nodes_ready_s": nodes_s, "objects_s": objects_s, "total_s": time.monotonic() - started,
+           "writes": writes, "writes_per_s": writes / (objects_started - started + objects_s),
+           "load": loadavg()}
+    print(json.dumps({"fill": out}), file=sys.stderr)
+    return out
+
+
+def _cluster_dir(api: Api) -> Path:
+    if api.cluster_dir is None:
+        raise ValueError("an Api made without a cluster cannot start writer processes")
+    return api.cluster_dir
