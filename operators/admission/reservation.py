@@ -103,18 +103,21 @@ def held_reservations(objects: Iterable[Mapping[str, Any]]) -> list[tuple[Worklo
     (the Workloads of a listing or a file): valid for the Workload's current admission
     and the Workload not over, as the controller honours them. Unreadable Workloads and
     annotations keep nothing."""
-    out: list[tuple[Workload, Reservation]] = []
-    for obj in objects:
-        if obj.get("kind") != "Workload":
-            continue
-        try:
-            wl = parse_workload(obj)
-        except WorkloadError:
-            continue
-        r = reservation_of(wl)
-        if r is not None and r.valid_for(wl) and wl.over is None:
-            out.append((wl, r))
+    out = [held for obj in objects if obj.get("kind") == "Workload"
+           and (held := honoured_reservation(obj)) is not None]
     return sorted(out, key=lambda x: (x[0].namespace, x[0].name))
+
+
+def honoured_reservation(obj: Mapping[str, Any]) -> tuple[Workload, Reservation] | None:
+    """The Workload OBJ and its reservation when that keeps devices now: valid for the
+    Workload's current admission, and the Workload not over. None for an unreadable
+    Workload or annotation."""
+    try:
+        wl = parse_workload(obj)
+    except WorkloadError:
+        return None
+    r = reservation_of(wl)
+    return (wl, r) if r is not None and r.valid_for(wl) and wl.over is None else None
 
 
 class Reservations:

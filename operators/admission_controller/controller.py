@@ -53,6 +53,7 @@ from operators.admission.reservation import (
     Reservation,
     Reservations,
     admission_fingerprint,
+    honoured_reservation,
     reservation_of,
 )
 from operators.admission.workload import (
@@ -212,13 +213,9 @@ class AdmissionController(KeyedPassLoop):
         decision of the same pass may hand its devices to another Workload."""
         if key in self.reservations or RESERVATION_ANNOTATION not in str(body.get("metadata")):
             return
-        try:
-            wl = parse_workload(body)
-        except WorkloadError:
-            return
-        found = reservation_of(wl)
-        if found is not None and found.valid_for(wl) and wl.over is None:
-            self._keep(key, found)
+        held = honoured_reservation(body)
+        if held is not None:
+            self._keep(key, held[1])
 
     def check_event(self, etype: str, body: Mapping[str, Any]) -> None:
         name = _key(body).name

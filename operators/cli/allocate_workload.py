@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from operators.admission.decide import decide, gang_from_objects
-from operators.admission.reservation import Reservations, reservation_of
+from operators.admission.reservation import Reservations, held_reservations, reservation_of
 from operators.admission.workload import (
     KUEUE_GROUP,
     KUEUE_VERSION,
@@ -71,16 +71,9 @@ def find_workload(objects: Iterable[Mapping[str, Any]], key: NamespacedName) -> 
 def other_reservations(objects: Iterable[Mapping[str, Any]], key: NamespacedName) -> Reservations:
     """The valid reservations of every other Workload of the input."""
     out = Reservations()
-    for obj in objects:
-        if obj.get("kind") != "Workload" or _key(obj) == key:
-            continue
-        try:
-            wl = parse_workload(obj)
-        except WorkloadError:
-            continue
-        r = reservation_of(wl)
-        if r is not None and r.valid_for(wl) and wl.over is None:
-            out.hold(NamespacedName(wl.namespace, wl.name), r)
+    for wl, r in held_reservations(objects):
+        if (held := NamespacedName(wl.namespace, wl.name)) != key:
+            out.hold(held, r)
     return out
 
 
