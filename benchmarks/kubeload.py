@@ -424,13 +424,11 @@ def running_status(index: int, now: str) -> dict[str, Any]:
 async def write_shard(api: Api, world: World, nodes: list[int], connections: int) -> dict[str, float]:
     """One writer's share of the world: its nodes' slices, then their claims and pods."""
     from benchmarks.scale_objects import (
-        CLAIMS,
         DRIVER,
         PODS,
         RESOURCE,
+        allocated_claim_and_pod,
         allocated_devices,
-        claim,
-        dra_pod,
     )
 
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -446,14 +444,8 @@ async def write_shard(api: Api, world: World, nodes: list[int], connections: int
 
     async def one(item: tuple[int, int]) -> None:
         n, d = item
-        name, node = f"dra-{n}-{d}", f"node-{n}"
-        await api.create(CLAIMS, claim(name, kind="dra", device=f"gpu-{d}"))
-        pod = await api.create(PODS, dra_pod(name, node, False, kind="dra", device=f"gpu-{d}"))
-        await api.merge_patch(f"{CLAIMS}/{name}/status", {"status": {
-            "allocation": {"devices": {"results": [
-                {"request": "gpu", "driver": DRIVER, "pool": node, "device": f"gpu-{d}"}]}},
-            "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}]}})
-        await api.merge_patch(f"{PODS}/{name}/status", running_status(n * world.per_node + d, now))
+        await allocated_claim_and_pod(api, n, d)
+        await api.merge_patch(f"{PODS}/dra-{n}-{d}/status", running_status(n * world.per_node + d, now))
 
     claims_s = await api.many(one, work, connections)
     return {"slices": len(nodes), "claims": len(work), "slices_s": slices_s, "claims_s": claims_s,

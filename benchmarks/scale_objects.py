@@ -142,6 +142,39 @@ def allocated_devices(per_node: int, claims_per_node: int, node: int, nodes: int
     return list(range(shift, shift + claims_per_node))
 
 
+async def allocated_claim_and_pod(api: Api, n: int, d: int) -> dict[str, Any]:
+    """Claim `dra-N-D` allocated `gpu-D` of node N and reserved for its pod, bound to that
+    node, as kube-scheduler leaves them; returns the pod as created."""
+    name, node = f"dra-{n}-{d}", f"node-{n}"
+    await api.create(CLAIMS, claim(name, kind="dra", device=f"gpu-{d}"))
+    pod = await api.create(PODS, dra_pod(name, node, False, kind="dra", device=f"gpu-{d}"))
+    await api.merge_patch(f"{CLAIMS}/{name}/status", {"status": {
+        "allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": node, "device": f"gpu-{d}"}]}},
+        "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}]}})
+    return pod
+
+
+async def bare_eviction(api: Api, name: str, uid: str, now: str, who: str) -> None:
+    """The requests kube-controller-manager's device-taint eviction makes for one pod (the
+    DisruptionTarget condition, a DELETE with a UID precondition, one Event), sent by a
+    bare client WHO: the floor an evictor's figures are read against."""
+    path = f"{PODS}/{name}"
+    await api.call("PATCH", f"{path}/status", {"metadata": {"uid": uid}, "status": {"conditions": [{
+        "type": "DisruptionTarget", "status": "True", "reason": "DeletionByDeviceTaintManager",
+        "message": who, "lastTransitionTime": now}]}},
+        "application/strategic-merge-patch+json", ok=(200,))
+    await api.call("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions",
+                                    "preconditions": {"uid": uid}}, ok=(200, 202, 404, 409))
+    await api.create(f"/api/v1/namespaces/{NAMESPACE}/events", {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}."},
+        "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": NAMESPACE,
+                           "name": name, "uid": uid},
+        "reason": "DeviceTaintManagerEviction", "message": "Marking for deletion",
+        "type": "Normal", "source": {"component": who}, "firstTimestamp": now,
+        "lastTimestamp": now, "count": 1})
+
+
 async def allocated_base(api: Api, nodes: int, per_node: int, claims_per_node: int,
                          limit: float = 1800) -> int:
     """Claims allocated and reserved for Running pods bound to kwok nodes (as after a
@@ -150,14 +183,7 @@ async def allocated_base(api: Api, nodes: int, per_node: int, claims_per_node: i
             for d in allocated_devices(per_node, claims_per_node, n, nodes)]
 
     async def one(item: tuple[int, int]) -> None:
-        n, d = item
-        name, node = f"dra-{n}-{d}", f"node-{n}"
-        await api.create(CLAIMS, claim(name, kind="dra", device=f"gpu-{d}"))
-        pod = await api.create(PODS, dra_pod(name, node, False, kind="dra", device=f"gpu-{d}"))
-        await api.merge_patch(f"{CLAIMS}/{name}/status", {"status": {
-            "allocation": {"devices": {"results": [
-                {"request": "gpu", "driver": DRIVER, "pool": node, "device": f"gpu-{d}"}]}},
-            "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}]}})
+        await allocated_claim_and_pod(api, *item)
 
     states = PodStates()
     async with Watch(api, PODS + selector(kind="dra"), states, limit=limit):

@@ -74,11 +74,11 @@ from benchmarks.kubeload import (
 from benchmarks.scale_objects import (
     CLAIMS,
     DRIVER,
-    NAMESPACE,
     PODS,
     RULES,
     Allocations,
     allocated_base,
+    bare_eviction,
     claim,
     delete_batch,
     dra_pod,
@@ -284,21 +284,7 @@ async def eviction_floor(api: Api, draco: Draco) -> dict[str, Any]:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
     async def evict(pod: tuple[str, str]) -> None:
-        name, uid = pod
-        path = f"{PODS}/{name}"
-        await api.call("PATCH", f"{path}/status", {"metadata": {"uid": uid}, "status": {"conditions": [{
-            "type": "DisruptionTarget", "status": "True", "reason": "DeletionByDeviceTaintManager",
-            "message": "floor", "lastTransitionTime": now}]}},
-            "application/strategic-merge-patch+json", ok=(200,))
-        await api.call("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions",
-                                        "preconditions": {"uid": uid}}, ok=(200, 202, 404, 409))
-        await api.create(f"/api/v1/namespaces/{NAMESPACE}/events", {
-            "apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}."},
-            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": NAMESPACE,
-                               "name": name, "uid": uid},
-            "reason": "DeviceTaintManagerEviction", "message": "Marking for deletion",
-            "type": "Normal", "source": {"component": "floor"}, "firstTimestamp": now,
-            "lastTimestamp": now, "count": 1})
+        await bare_eviction(api, *pod, now, "floor")
 
     async with Watch(api, PODS + selector(device="gpu-1"), states, limit=1800):
         started, cpu0 = time.monotonic(), draco.cpu()

@@ -50,7 +50,7 @@ from benchmarks.kubeload import (
     wait_until,
     writers_from_env,
 )
-from benchmarks.scale_objects import DRIVER, NAMESPACE, PODS, RULES, selector
+from benchmarks.scale_objects import DRIVER, PODS, RULES, bare_eviction, selector
 from benchmarks.scenarios.cluster import start_cluster
 from tests.e2e.backends import HACK_CLUSTER, RealCluster
 
@@ -137,21 +137,7 @@ async def bare_side(api: Api) -> dict[str, Any]:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
     async def evict(pod: tuple[str, str]) -> None:
-        name, uid = pod
-        path = f"{PODS}/{name}"
-        await api.call("PATCH", f"{path}/status", {"metadata": {"uid": uid}, "status": {"conditions": [{
-            "type": "DisruptionTarget", "status": "True", "reason": "DeletionByDeviceTaintManager",
-            "message": "bare client", "lastTransitionTime": now}]}},
-            "application/strategic-merge-patch+json", ok=(200,))
-        await api.call("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions",
-                                        "preconditions": {"uid": uid}}, ok=(200, 202, 404, 409))
-        await api.create(f"/api/v1/namespaces/{NAMESPACE}/events", {
-            "apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}."},
-            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": NAMESPACE,
-                               "name": name, "uid": uid},
-            "reason": "DeviceTaintManagerEviction", "message": "Marking for deletion",
-            "type": "Normal", "source": {"component": "bare-client"}, "firstTimestamp": now,
-            "lastTimestamp": now, "count": 1})
+        await bare_eviction(api, *pod, now, "bare-client")
 
     async with Watch(api, PODS + selector(device=BARE_DEVICE), states, limit=LIMIT_S * 2):
         started = time.monotonic()
