@@ -53,6 +53,22 @@ class Semantics:
 
 
 DEFAULT_SEMANTICS = Semantics()
+# What each switch changes, in a line: the CLI reference's table by release reads these.
+SEMANTICS_CHANGES: dict[str, str] = {
+    "semver_constraints": "version attributes compare as semantic versions in "
+                          "matchAttribute/distinctAttribute (build metadata ignored)",
+    "constraint_errors": "an attribute value a constraint cannot evaluate stops the allocation",
+    "capacity_name_conflicts": "a request naming one capacity both short and qualified is an error",
+    "device_spellings": "capacity names match whether spelled short or qualified; a device "
+                        "spelling one both ways is read with the qualified entry",
+    "negative_requests_abort": "a negative capacity request is an error before rounding",
+    "live_share_blocks_exclusive": "a share still recorded on a device keeps non-admin "
+                                   "exclusive requests off it",
+    "all_mode_node_failure": "an All request over an incomplete or invalid pool fails that "
+                             "node only",
+}
+assert set(SEMANTICS_CHANGES) == {f.name for f in fields(Semantics)
+                                  if f.type in (bool, "bool")}
 
 
 @dataclass(frozen=True, slots=True)

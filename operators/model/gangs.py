@@ -7,7 +7,14 @@ Two sources, one shape (`Gang`):
   which pods join with `spec.schedulingGroup.podGroupName`. draco reads
   `spec.schedulingPolicy.gang.minCount` and `spec.schedulingConstraints.topology[].key`
   (a node label; upstream allows one). A PodGroup with a `basic` policy (no gang) is
-  a group of independent pods: draco leaves it to the pod-by-pod path.
+  a group of independent pods: draco leaves it to the pod-by-pod path. Its
+  `spec.preemptionPolicy` (1.38; `Never` keeps the whole gang from preempting) is read
+  whenever the server stored it.
+- A PodGroup inside a CompositePodGroup (`spec.parentCompositePodGroupName`, 1.38 beta,
+  off by default) is refused, whatever its policy: its pods may only be placed with
+  their composite's other groups (`minGroupCount`), which draco does not implement, so
+  placing it alone, or its pods one by one, could start part of a workload that must
+  start whole.
 
 Fields draco does not know in `spec.topology` are not ignored: the gang is unreadable
 and nothing of it is allocated (fail closed), with the reason in its status.
@@ -30,6 +37,7 @@ GANG_VERSION = "v1alpha1"
 PODGROUP_API = "scheduling.k8s.io/v1beta1"
 MAX_MIN_COUNT = 10_000  # more pods than any gang draco could place within its budget
 _TOPOLOGY_KEYS = frozenset({"nodeLabel", "deviceAttribute"})
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +51,7 @@ class Gang:
     node_label: str | None = None
     device_attribute: str | None = None
     wait_seconds: int | None = None
+    preemption_policy: str = "PreemptLowerPriority"
 
     @property
     def key(self) -> NamespacedName:
@@ -129,10 +138,19 @@ def parse_pod_group(d: Mapping[str, Any]) -> Gang | None:
     try:
         spec = f.obj(d, "spec", required=True)
         try:
+            parent = f.opt_string(spec, "parentCompositePodGroupName")
+            if parent:
+                raise FieldError(
+                    f"part of CompositePodGroup {parent!r}: draco does not implement composite "
+                    "pod groups (CompositePodGroup, beta and off by default in 1.38) and places "
+                    "none of this group's pods, rather than some of a workload that must start "
+                    "whole", "parentCompositePodGroupName")
             policy = f.obj(spec, "schedulingPolicy")
             gang = f.opt_obj(policy, "gang")
             if gang is None:
                 return None
+            preemption = f.enum(spec, "preemptionPolicy", PREEMPTION_POLICIES,
+                                default="PreemptLowerPriority")
             try:
                 min_count = _min_count(gang, "minCount")
             except FieldError as e:
@@ -147,7 +165,8 @@ def parse_pod_group(d: Mapping[str, Any]) -> Gang | None:
             raise e.at("spec") from None
     except FieldError as e:
         raise ModelError(ref, e.path, e.message) from None
-    return Gang(meta, "PodGroup", min_count, keys[0] if keys else None)
+    return Gang(meta, "PodGroup", min_count, keys[0] if keys else None,
+                preemption_policy=preemption)
 
 
 __all__ = ["GANG_LABEL", "Gang", "gang_of", "parse_gang", "parse_pod_group"]

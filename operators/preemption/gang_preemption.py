@@ -6,7 +6,8 @@ pod's search looks at one node at a time, a gang's looks at one domain at a time
 
 - The gang preempts with the lowest priority among its members still to place: a
   victim has a lower priority than every member that may get its devices. A member
-  whose `preemptionPolicy` is `Never` keeps the whole gang from preempting.
+  whose `preemptionPolicy` is `Never`, or a PodGroup's own `spec.preemptionPolicy:
+  Never` (1.38), keeps the whole gang from preempting.
 - Per candidate domain (those of `gang.candidate_domains`, in order): every
   lower-priority pod holding a device the domain's usable nodes reach, in a pool where
   some request of the gang matches a device (a partition's neighbours share its
@@ -100,6 +101,8 @@ def select_gang_victims(
     placed = [m for m in members if m.placed]
     if len(members) < gang.min_count:
         return Preemption("impossible", reason=first.reason or "waiting for members")
+    if gang.preemption_policy == "Never":
+        return Preemption("impossible", reason=f"{gang.kind} {gang.label}'s preemptionPolicy is Never")
     never = [m.label for m in pending if m.pod.preemption_policy == "Never"]
     if never:
         return Preemption("impossible", reason=f"member {never[0]}'s preemptionPolicy is Never")

@@ -239,6 +239,32 @@ def test_podgroup_is_read_like_a_gang() -> None:
     assert doc["domain"] == "rack=b"
 
 
+def podgroup(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": NS}, "spec": spec}
+
+
+@pytest.mark.parametrize("policy", [{"gang": {"minCount": 1}}, {"basic": {}}])
+def test_a_podgroup_inside_a_composite_is_refused_never_placed_alone(policy: dict[str, Any]) -> None:
+    # 1.38's CompositePodGroup: the child starts only with its siblings (minGroupCount);
+    # draco does not implement composites, so neither a gang nor a basic child is placed
+    objs = [*classes(), node("a-1"), *node_slice("a-1", gpus(1)),
+            podgroup({"parentCompositePodGroupName": "training", "workloadRef": {"name": "w"},
+                      "schedulingPolicy": policy})]
+    with pytest.raises(UsageError) as err:
+        place(objs, "pg")
+    assert ("PodGroup default/pg spec.parentCompositePodGroupName: part of CompositePodGroup "
+            "'training': draco does not implement composite pod groups") in str(err.value)
+
+
+def test_a_podgroup_preemption_policy_draco_does_not_know_refuses_the_gang() -> None:
+    objs = [*classes(), podgroup({"schedulingPolicy": {"gang": {"minCount": 1}},
+                                  "preemptionPolicy": "Sometimes"})]
+    with pytest.raises(UsageError, match=r"spec.preemptionPolicy: unknown value 'Sometimes'; "
+                                         r"expected one of PreemptLowerPriority, Never"):
+        place(objs, "pg")
+
+
 @pytest.mark.parametrize(("spec", "message"), [
     ({"minCount": 0}, "spec.minCount: must be between 1 and 10000, not 0"),
     ({"minCount": 2, "topology": {"rack": "x"}}, "spec.topology: unknown field 'rack'"),

@@ -91,6 +91,31 @@ def test_one_member_with_never_keeps_the_gang_from_preempting() -> None:
     assert doc["status"] == "impossible" and doc["reason"] == "member default/n-0's preemptionPolicy is Never"
 
 
+def test_a_podgroup_whose_preemption_policy_is_never_does_not_preempt() -> None:
+    # 1.38 keeps PodGroup.spec.preemptionPolicy: the group's Never holds even when every
+    # member's own policy would preempt
+    def world(policy: str | None) -> list[dict[str, Any]]:
+        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": 2}}}
+        if policy:
+            spec["preemptionPolicy"] = policy
+        objs = [*classes(), node("a"), *node_slice("a", gpus(2)),
+                {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                 "metadata": {"name": "pg", "namespace": NS}, "spec": spec},
+                *running("l0", "a", "gpu-0", priority=1), *running("l1", "a", "gpu-1", priority=1)]
+        for obj in members("unused", 2):
+            if obj["kind"] == "Pod":
+                del obj["metadata"]["labels"]
+                obj["spec"]["schedulingGroup"] = {"podGroupName": "pg"}
+            objs.append(obj)
+        return objs
+    doc = decide(world("Never"))
+    assert doc["status"] == "impossible" and doc["victims"] == []
+    assert doc["reason"] == "PodGroup default/pg's preemptionPolicy is Never"
+    for policy in (None, "PreemptLowerPriority"):
+        doc = decide(world(policy))
+        assert doc["status"] == "preempt" and doc["victims"] == ["default/l0", "default/l1"]
+
+
 def test_only_the_core_is_preempted_for_and_the_fewest_go() -> None:
     # minCount 2 of 3 members: two GPUs are enough, three low pods hold the three GPUs
     objs = [*classes(), node("a"), *node_slice("a", gpus(3)), gang("team", 2),
