@@ -60,6 +60,7 @@ from operators.kube.newest_last import NewestLast, compose_merge_patches
 from operators.kube.pod_reports import PodReporter
 from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, NamespacedName
+from operators.model.errors import ObjectRef
 from operators.preemption.nomination import NOMINATION_ANNOTATION
 from operators.tracker import Change, Tracker
 from operators.tracker.gangs import GANG_KINDS, GangKey, gang_overlay
@@ -281,8 +282,9 @@ class GangPlacer:
             if not view.members and not view.not_ready:
                 self._forget_gang(gkey)  # gone, and no pod left of it: nothing to remember
                 return
-            self._gang_report(view, "GangNotFound", f"{gkey[0]} {view.label} does not exist or "
-                              "cannot be read; its members wait")
+            error = self.tracker.errors.get(ObjectRef(*gkey))  # names the field it cannot read
+            why = str(error) if error else f"{gkey[0]} {view.label} does not exist or cannot be read"
+            self._gang_report(view, "GangNotFound", f"{why}; its members wait")
             self.gang_waiting.add(gkey)
             return
         if not view.complete and self._gang_waits_for_gates(view):

@@ -294,3 +294,28 @@ def test_members_sharing_a_nic_claim_get_it_once_and_both_are_reserved() -> None
     assert sorted(r["name"] for r in nic["reservedFor"]) == ["p-0", "p-1"]
     assert c.allocated("p-0-claim", "p-1-claim") == [True, True]
     assert not c.gated("p-0") and not c.gated("p-1")
+
+
+def test_a_podgroup_inside_a_composite_places_no_member_and_says_why() -> None:
+    # 1.38's CompositePodGroup: draco does not implement composites, so a child group's
+    # members are never placed alone; each pod's condition names the field and why
+    objs = [*classes(), node("node-1"), *node_slice("node-1", gpus(2)),
+            {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "pg", "namespace": NS},
+             "spec": {"parentCompositePodGroupName": "training", "workloadRef": {"name": "w"},
+                      "schedulingPolicy": {"gang": {"minCount": 2}}}}]
+    for i in range(2):
+        for obj in member(f"p-{i}", "unused", [{"name": "gpu", "class": "class-a"}]):
+            if obj["kind"] == "Pod":
+                del obj["metadata"]["labels"]
+                obj["spec"]["schedulingGroup"] = {"podGroupName": "pg"}
+            objs.append(obj)
+    c = Cluster(objs)
+    run(c.settle())
+    assert c.allocated("p-0-claim", "p-1-claim") == [False, False]
+    for i in range(2):
+        assert c.gated(f"p-{i}")
+        conds = c.api.pod(NS, f"p-{i}").get("status", {}).get("conditions") or []
+        [cond] = [x for x in conds if x.get("reason") == "GangNotFound"]
+        assert ("PodGroup default/pg spec.parentCompositePodGroupName: part of CompositePodGroup "
+                "'training'") in cond["message"] and cond["message"].endswith("; its members wait")
