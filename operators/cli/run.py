@@ -93,6 +93,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--admission-pod-timeout", type=seconds, default=600.0, metavar="SECONDS",
                         help="how long devices stay reserved for a Ready Workload none of whose pods "
                              "came; then its check turns Retry (default 600)")
+    parser.add_argument("--admission-requeue-after", type=int_range(1, 86_400), default=30,
+                        metavar="SECONDS",
+                        help="the requeueAfterSeconds of a Retry answer: how long Kueue keeps the "
+                             "Workload out of its queue before trying it again (default 30)")
     parser.add_argument("--gate-webhook-port", type=port, default=0, metavar="PORT",
                         help="serve the mutating admission webhook that adds draco's scheduling gate "
                              "to new pods with ResourceClaims, at https://ADDRESS:PORT/gate "
