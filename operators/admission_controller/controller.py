@@ -172,6 +172,13 @@ class AdmissionController(KeyedPassLoop):
         self.answers: dict[str, int] = {}  # state -> how many written (tests and logs)
         self._init_loop()
 
+    @property
+    def reservations_known(self) -> bool:
+        """Every reservation the cluster's Workloads record is kept here: the first
+        listing is done, or Kueue is not served (then none can exist). The allocator
+        starts only then (`cli.run.reservations_known`)."""
+        return self.listed or self.served is False
+
     # -- what the loop hears
 
     @property
@@ -258,6 +265,12 @@ class AdmissionController(KeyedPassLoop):
             return bool(self.served)
         self._probed_at = now
         resp = await self.client.get(KUEUE)
+        if not resp.ok and resp.status != 404:
+            # not an answer (an outage, a refusal): asked again after retry_after; until
+            # then no reservation is known, and the allocator waits (reservations_known)
+            self._probed_at = -1e18
+            raise RuntimeError(f"cannot tell whether Kueue's API is served: {KUEUE} answered "
+                               f"{resp.status}")
         served = resp.ok
         if served and self.served is False:
             log.info("Kueue's API is served now; the admission check starts", api=KUEUE)

@@ -17,7 +17,7 @@ import gc
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -160,6 +160,19 @@ def configure_logging(fmt: str) -> None:
     configure(fmt == "json" or (fmt == "auto" and not sys.stderr.isatty()), sys.stderr)
 
 
+def reservations_known(synced: Callable[[], Awaitable[Any]],
+                       reservers: list[Any]) -> Callable[[], Awaitable[None]]:
+    """The allocator's start: the initial sync, then every Workload reservation the
+    admission check keeps (its first listing of Kueue's Workloads, or Kueue found not
+    served). Without the second wait, a restarted draco could allocate, in the moment
+    before that listing, devices a Ready Workload's pods are to get."""
+    async def wait() -> None:
+        await synced()
+        while not all(r.reservations_known for r in reservers):
+            await asyncio.sleep(0.05)
+    return wait
+
+
 def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     import kopf
 
@@ -221,10 +234,12 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
         from operators.patches.handlers import register as register_patches
 
         started["patches"] = register_patches(registry, tracker, settings)
+    reservers: list[Any] = []  # the admission check, once wired: see reservations_known
     if "allocator" in controllers:
         from operators.allocator_controller.handlers import register as register_allocator
 
-        started["allocator"] = register_allocator(registry, tracker, settings, ready=gate.wait)
+        started["allocator"] = register_allocator(registry, tracker, settings,
+                                                  ready=reservations_known(gate.wait, reservers))
     if "narrowing" in controllers:
         from operators.narrowing.handlers import register as register_narrowing
 
@@ -241,6 +256,7 @@ def build(controllers: list[str], settings: Any, *, gate: Any = None) -> tuple[A
         started["admission"] = register_admission(registry, tracker, settings, ready=gate.wait)
         if "allocator" in started:  # one view of what is taken: reservations kept in its holds
             started["admission"].attach(started["allocator"].holds)
+            reservers.append(started["admission"])
 
     if int(getattr(settings, "gate_webhook_port", 0) or 0):
         from operators.narrowing.webhook import register as register_webhook

@@ -327,3 +327,52 @@ def test_arriving_pods_get_exactly_the_reserved_devices_and_others_never_do() ->
     assert got == reserved
     assert d.controller.arrivals.written == 2
     assert not any(holds.holds_device(x) for x in reserved), "the claims hold them now, the holds not"
+
+
+def test_reservations_are_known_only_after_the_first_listing_or_without_kueue() -> None:
+    # the allocator starts only then (cli.run.reservations_known): a restarted draco
+    # never hands out, before its first listing, devices a Ready Workload keeps
+    d = Draco(world())
+    assert not d.controller.reservations_known
+    run(d.controller.step())
+    assert d.controller.reservations_known
+    absent = Draco(world(), kueue=False)
+    run(absent.controller.step())
+    assert absent.controller.reservations_known  # 404: no Workload can keep anything
+
+
+def test_an_unanswered_probe_is_not_taken_for_kueue_being_absent() -> None:
+    d = Draco(world())
+    real_get = d.api._get
+    d.api._get = lambda path: Response(503, {"reason": "ServiceUnavailable"}) if path == KUEUE else real_get(path)  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        try:
+            run(d.controller.step())
+        except RuntimeError as e:
+            assert "cannot tell whether Kueue's API is served: /apis/kueue.x-k8s.io/v1beta2 answered 503" in str(e)
+        else:
+            raise AssertionError("a 503 must fail the pass")
+    assert not [e for e in logs if "not served" in e["event"]]
+    assert not d.controller.reservations_known
+    d.api._get = real_get  # type: ignore[method-assign]
+    run(d.controller.step())  # asked again at once, not after probe_interval
+    assert d.controller.reservations_known and d.controller.served
+
+
+def test_the_allocator_starts_after_the_sync_and_the_admission_checks_first_listing() -> None:
+    from operators.cli.run import reservations_known
+
+    order: list[str] = []
+    check = Draco(world()).controller
+
+    async def synced() -> None:
+        order.append("synced")
+
+    async def scenario() -> None:
+        waiter = asyncio.ensure_future(reservations_known(synced, [check])())
+        await asyncio.sleep(0.2)
+        assert not waiter.done() and order == ["synced"]
+        await check.step()
+        await asyncio.wait_for(waiter, 5)
+    run(scenario())
+    assert check.reservations_known
