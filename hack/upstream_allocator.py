@@ -193,7 +193,9 @@ def build(version: str) -> Path:
         shutil.copy(ADAPTER, adapter / ADAPTER.name)
         compat = compat_file(version)
         shutil.copy(compat, adapter / compat.name)
-        run_go(["test", "-c", "-o", str(out / "suite.test"), "./structured/internal/draco"],
+        # -trimpath as every Go build of the test bed: the build cache keys a package by
+        # it, so the Kubernetes build of the same minor and this one share what they compile
+        run_go(["test", "-c", "-trimpath", "-o", str(out / "suite.test"), "./structured/internal/draco"],
                source, log, toolchain)
         shutil.rmtree(source, ignore_errors=True)
     built = build_component(COMPONENT, f"{version}-{adapter_version(version)}", steps)
@@ -215,7 +217,7 @@ def export_cel(version: str, into: Path) -> list[dict[str, object]]:
     def steps(work: Path, out: Path, log: Path) -> None:
         source, toolchain = scratch_copy(version, work, log)
         shutil.copy(CEL_EXPORT, source / "cel" / CEL_EXPORT.name)
-        run_go(["test", "-c", "-o", str(out / "cel.test"), "./cel"], source, log, toolchain)
+        run_go(["test", "-c", "-trimpath", "-o", str(out / "cel.test"), "./cel"], source, log, toolchain)
         shutil.rmtree(source, ignore_errors=True)
     key = hashlib.sha256(CEL_EXPORT.read_bytes()).hexdigest()[:10]
     binary = build_component(CEL_COMPONENT, f"{version}-{key}", steps) / "cel.test"
