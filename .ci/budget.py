@@ -51,6 +51,20 @@ def main() -> int:
     print(f"clusters started by the suite: {len(starts)}, "
           f"{sum(float(s.get('start', 0)) for s in starts):.0f} s starting; the suite's workers "
           f"waited {waited:.0f} s in all for builds")
+    windows = tests.get("stage_windows") or {}
+    if windows:
+        # the suite starts after setup and the static checks; the build, at the run's start
+        offset = args.setup + args.static
+        ready: dict[str, int] = {}
+        for row in build:
+            stage = str(row.get("stage", ""))
+            ready[stage] = max(ready.get(stage, 0), int(row.get("ready_at", 0)))
+        print("each stage, from the run's start: its builds ready, its tests' first start and "
+              "last end")
+        for stage, (first, last) in windows.items():
+            built_at = ready.get(stage.removeprefix("real-"))
+            shown = f"{built_at:5d}" if built_at is not None else "    -"
+            print(f"  {stage:<12} built {shown} s, tests {offset + first:5.0f} – {offset + last:5.0f} s")
     share = 100 * args.whole / args.budget
     print(f"whole run: {args.whole} s = {minutes(args.whole)} of the {minutes(args.budget)} "
           f"budget ({share:.0f} %)")

@@ -23,13 +23,32 @@ import pytest
 SLOWEST = 30
 
 
+def stage_of(nodeid: str) -> str:
+    """The test's xdist group (`…@real-1.37` -> `real-1.37`): one per stage of the build."""
+    _, at, group = nodeid.rpartition("@")
+    return group if at and group.startswith("real-") else "no cluster"
+
+
 class Timings:
     def __init__(self) -> None:
         self.per_test: dict[str, float] = defaultdict(float)
         self.started = time.monotonic()
+        self.epoch = time.time()
+        self.windows: dict[str, list[float]] = {}  # stage -> [first start, last stop] (epoch)
 
     def add(self, report: pytest.TestReport) -> None:
         self.per_test[report.nodeid] += report.duration
+        start, stop = float(getattr(report, "start", 0) or 0), float(getattr(report, "stop", 0) or 0)
+        if start and stop:
+            window = self.windows.setdefault(stage_of(report.nodeid), [start, stop])
+            window[0], window[1] = min(window[0], start), max(window[1], stop)
+
+    def stage_windows(self) -> dict[str, tuple[float, float]]:
+        """Per stage, when its first test started and its last ended, in seconds from the
+        suite's start, in the order the stages ran."""
+        out = {stage: (round(a - self.epoch, 1), round(b - self.epoch, 1))
+               for stage, (a, b) in self.windows.items()}
+        return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
     def per_directory(self) -> dict[str, float]:
         totals: dict[str, float] = defaultdict(float)
@@ -101,6 +120,9 @@ def summary(terminalreporter: Any, config: pytest.Config) -> None:
     write(f"the {SLOWEST} slowest tests:")
     for nodeid, seconds in timings.slowest():
         write(f"  {seconds:8.1f} s  {nodeid}")
+    write("when each stage's tests ran (seconds from the suite's start):")
+    for stage, (first, last) in timings.stage_windows().items():
+        write(f"  {first:7.0f} – {last:7.0f} s  {stage}")
     starts = cluster_starts()
     waits = build_waits()
     waited = sum(float(w["seconds"]) for w in waits)
@@ -116,5 +138,5 @@ def summary(terminalreporter: Any, config: pytest.Config) -> None:
         Path(out).write_text(json.dumps({
             "wall": round(time.monotonic() - timings.started, 1),
             "per_directory": timings.per_directory(), "slowest": timings.slowest(),
-            "cluster_starts": starts, "build_waits": waits,
+            "cluster_starts": starts, "build_waits": waits, "stage_windows": timings.stage_windows(),
         }, indent=1) + "\n")
