@@ -20,7 +20,18 @@ from operators.narrowing.controller import NarrowingController, NarrowingSetting
 from operators.tracker import Tracker
 from tests.fake_api import FakeAPI, Response, run
 from tests.gangs.test_gang_placement import WHOLE_OR_HALF, partitioned_node
-from tests.gangs.world import NS, allocated_on, classes, gang, gpus, member, node, node_slice
+from tests.gangs.world import (
+    NS,
+    allocated_on,
+    classes,
+    gang,
+    gpus,
+    joining,
+    member,
+    node,
+    node_slice,
+    pod_group,
+)
 
 STORED = ("Pod", "ResourceClaim", "Gang")
 
@@ -300,16 +311,10 @@ def test_a_podgroup_inside_a_composite_places_no_member_and_says_why() -> None:
     # 1.38's CompositePodGroup: draco does not implement composites, so a child group's
     # members are never placed alone; each pod's condition names the field and why
     objs = [*classes(), node("node-1"), *node_slice("node-1", gpus(2)),
-            {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-             "metadata": {"name": "pg", "namespace": NS},
-             "spec": {"parentCompositePodGroupName": "training", "workloadRef": {"name": "w"},
-                      "schedulingPolicy": {"gang": {"minCount": 2}}}}]
+            pod_group("pg", {"parentCompositePodGroupName": "training", "workloadRef": {"name": "w"},
+                             "schedulingPolicy": {"gang": {"minCount": 2}}})]
     for i in range(2):
-        for obj in member(f"p-{i}", "unused", [{"name": "gpu", "class": "class-a"}]):
-            if obj["kind"] == "Pod":
-                del obj["metadata"]["labels"]
-                obj["spec"]["schedulingGroup"] = {"podGroupName": "pg"}
-            objs.append(obj)
+        objs += joining("pg", member(f"p-{i}", "unused", [{"name": "gpu", "class": "class-a"}]))
     c = Cluster(objs)
     run(c.settle())
     assert c.allocated("p-0-claim", "p-1-claim") == [False, False]

@@ -21,10 +21,12 @@ from tests.gangs.world import (
     devices_of,
     gang,
     gpus,
+    joining,
     member,
     node,
     node_slice,
     place,
+    pod_group,
 )
 
 GPU = [{"name": "gpu", "class": "class-a"}]
@@ -224,24 +226,14 @@ def test_backtracking_across_members_into_the_node_choice() -> None:
 def test_podgroup_is_read_like_a_gang() -> None:
     objs = [*classes(), node("a-1", rack="a"), *node_slice("a-1", gpus(1)),
             node("b-1", rack="b"), *node_slice("b-1", gpus(2)),
-            {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-             "metadata": {"name": "pg", "namespace": NS},
-             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
-                      "schedulingConstraints": {"topology": [{"key": "rack"}]}}}]
+            pod_group("pg", {"schedulingPolicy": {"gang": {"minCount": 2}},
+                             "schedulingConstraints": {"topology": [{"key": "rack"}]}})]
     for i in range(2):
-        c, p = member(f"p-{i}", "unused", gpu_request(1))
-        del p["metadata"]["labels"]
-        p["spec"]["schedulingGroup"] = {"podGroupName": "pg"}
-        objs += [c, p]
+        objs += joining("pg", member(f"p-{i}", "unused", gpu_request(1)))
     doc = place(objs, "pg")
     assert doc["kind"] == "PodGroup"
     assert doc["status"] == "allocated", doc["reason"]
     assert doc["domain"] == "rack=b"
-
-
-def podgroup(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": "pg", "namespace": NS}, "spec": spec}
 
 
 @pytest.mark.parametrize("policy", [{"gang": {"minCount": 1}}, {"basic": {}}])
@@ -249,7 +241,7 @@ def test_a_podgroup_inside_a_composite_is_refused_never_placed_alone(policy: dic
     # 1.38's CompositePodGroup: the child starts only with its siblings (minGroupCount);
     # draco does not implement composites, so neither a gang nor a basic child is placed
     objs = [*classes(), node("a-1"), *node_slice("a-1", gpus(1)),
-            podgroup({"parentCompositePodGroupName": "training", "workloadRef": {"name": "w"},
+            pod_group("pg", {"parentCompositePodGroupName": "training", "workloadRef": {"name": "w"},
                       "schedulingPolicy": policy})]
     with pytest.raises(UsageError) as err:
         place(objs, "pg")
@@ -258,7 +250,7 @@ def test_a_podgroup_inside_a_composite_is_refused_never_placed_alone(policy: dic
 
 
 def test_a_podgroup_preemption_policy_draco_does_not_know_refuses_the_gang() -> None:
-    objs = [*classes(), podgroup({"schedulingPolicy": {"gang": {"minCount": 1}},
+    objs = [*classes(), pod_group("pg", {"schedulingPolicy": {"gang": {"minCount": 1}},
                                   "preemptionPolicy": "Sometimes"})]
     with pytest.raises(UsageError, match=r"spec.preemptionPolicy: unknown value 'Sometimes'; "
                                          r"expected one of PreemptLowerPriority, Never"):

@@ -58,6 +58,22 @@ def gang(name: str, min_count: int, *, node_label: str | None = None,
                          "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec}
 
 
+def pod_group(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """An upstream `scheduling.k8s.io/v1beta1` PodGroup in the test namespace."""
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def joining(group: str, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OBJS (from `member`) with each pod moved from draco's gang label to the PodGroup
+    GROUP (`spec.schedulingGroup`), as upstream's pods name theirs."""
+    for obj in objs:
+        if obj["kind"] == "Pod":
+            obj["metadata"].pop("labels", None)
+            obj["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return objs
+
+
 def allocated_on(node_name: str, *devices: str, request: str = "gpu") -> dict[str, Any]:
     """`status.allocation` of devices of the node's pool, pinned to the node."""
     return {"devices": {"results": [{"request": request, "driver": "driver-a", "pool": node_name,

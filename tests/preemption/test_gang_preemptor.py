@@ -8,7 +8,7 @@ from typing import Any
 from operators.cli.allocate_preempt import preempt_document
 from operators.cli.state import build_tracker
 from operators.model import NamespacedName
-from tests.gangs.world import NS, classes, gang, gpus, member, node, node_slice
+from tests.gangs.world import NS, classes, gang, gpus, joining, member, node, node_slice, pod_group
 from tests.preemption.test_victims import pdb, running
 
 ONE = [{"name": "gpu", "class": "class-a"}]
@@ -98,16 +98,9 @@ def test_a_podgroup_whose_preemption_policy_is_never_does_not_preempt() -> None:
         spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": 2}}}
         if policy:
             spec["preemptionPolicy"] = policy
-        objs = [*classes(), node("a"), *node_slice("a", gpus(2)),
-                {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                 "metadata": {"name": "pg", "namespace": NS}, "spec": spec},
-                *running("l0", "a", "gpu-0", priority=1), *running("l1", "a", "gpu-1", priority=1)]
-        for obj in members("unused", 2):
-            if obj["kind"] == "Pod":
-                del obj["metadata"]["labels"]
-                obj["spec"]["schedulingGroup"] = {"podGroupName": "pg"}
-            objs.append(obj)
-        return objs
+        return [*classes(), node("a"), *node_slice("a", gpus(2)), pod_group("pg", spec),
+                *running("l0", "a", "gpu-0", priority=1), *running("l1", "a", "gpu-1", priority=1),
+                *joining("pg", members("unused", 2))]
     doc = decide(world("Never"))
     assert doc["status"] == "impossible" and doc["victims"] == []
     assert doc["reason"] == "PodGroup default/pg's preemptionPolicy is Never"
