@@ -44,7 +44,8 @@ def main() -> int:
     print("\n==> time against the budget")
     print(f"setup {args.setup} s, static checks {args.static} s, suite {args.suite} s "
           f"(the test bed's build ran beside them: {sum(int(r['seconds']) for r in built)} s "
-          f"of builds, all ready {build_ready} s after the start; cache "
+          f"of builds using {sum(int(r.get('cpu_seconds') or 0) for r in built)} CPU-s, "
+          f"all ready {build_ready} s after the start; cache "
           f"{'warm' if warm else 'cold' if len(built) == len(build) else 'partly warm'})")
     starts = tests.get("cluster_starts") or []
     waited = sum(float(w.get("seconds", 0)) for w in tests.get("build_waits") or [])

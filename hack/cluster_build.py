@@ -17,10 +17,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from cluster_standins import TOOLCHAINS, go_directive, regenerate_clients, standins
 
@@ -111,15 +113,39 @@ def go_env(toolchain: str = "local") -> dict[str, str]:
     return env
 
 
+# CPU seconds the builds of each lane (thread) used, for the build table: on a shared
+# machine a step's wall time says how long it waited as much as what it cost.
+_charged = threading.local()
+
+
+def cpu_charged() -> float:
+    """CPU seconds of the processes `run_counted` ran so far on this thread."""
+    return float(getattr(_charged, "seconds", 0.0))
+
+
+def run_counted(argv: list[str], cwd: Path | None, env: dict[str, str] | None,
+                stdout: Any, stderr: Any = subprocess.STDOUT) -> tuple[int, bytes]:
+    """Run ARGV to its end, like subprocess.run, and charge the CPU it and every process
+    it waited for used (the go command's compiles and links) to this thread's builds.
+    STDOUT may be subprocess.PIPE: then its output is returned."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=stdout, stderr=stderr)
+    output = b""
+    if proc.stdout is not None:
+        with proc.stdout:
+            output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    _charged.seconds = cpu_charged() + usage.ru_utime + usage.ru_stime
+    return proc.returncode, output
+
+
 def run_go(args: list[str], cwd: Path, log: Path, toolchain: str = "local") -> None:
     with open(log, "a") as out:
         out.write(f"$ go {' '.join(args)}\n")
         out.flush()
-        proc = subprocess.run(
-            ["go", *args], cwd=cwd, env=go_env(toolchain), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    if proc.returncode != 0:
+        returncode, _ = run_counted(["go", *args], cwd, go_env(toolchain), out)
+    if returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
         raise ClusterError(f"`go {' '.join(args[:2])} …` failed (log: {log}):\n{tail}")
 
@@ -128,13 +154,11 @@ def module_dir(module: str, version: str, workdir: Path, log: Path,
                toolchain: str = "local") -> Path:
     """Where the Go module cache holds MODULE@VERSION (downloading it if needed)."""
     with open(log, "a") as out:
-        proc = subprocess.run(
-            ["go", "mod", "download", "-json", f"{module}@{version}"], cwd=workdir,
-            env=go_env(toolchain), stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL,
-        )
-    if proc.returncode != 0:
+        returncode, output = run_counted(["go", "mod", "download", "-json", f"{module}@{version}"],
+                                         workdir, go_env(toolchain), subprocess.PIPE, out)
+    if returncode != 0:
         raise ClusterError(f"cannot download Go module {module}@{version} (log: {log})")
-    return Path(json.loads(proc.stdout)["Dir"])
+    return Path(json.loads(output)["Dir"])
 
 
 def staged_modules(kubernetes_dir: Path) -> list[str]:
@@ -155,7 +179,7 @@ def build_component(name: str, version: str, build: Callable[[Path, Path, Path],
         for stale in cache_root().glob(f".{name}-{version}-*"):  # a build killed before it finished
             shutil.rmtree(stale, ignore_errors=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{name}-{version}-", dir=cache_root()))
-        started = time.monotonic()
+        started, cpu_before = time.monotonic(), cpu_charged()
         say(f"building {name} {version} (log: {scratch}/build.log)")
         try:
             out = scratch / "out"
@@ -166,12 +190,12 @@ def build_component(name: str, version: str, build: Callable[[Path, Path, Path],
             raise
         shutil.copy(scratch / "build.log", out / "build.log")
         os.replace(out, final)
-        seconds = time.monotonic() - started
-        (final / ".stamp").write_text(
-            json.dumps({"component": name, "version": version, "seconds": round(seconds)}) + "\n"
-        )
+        seconds, cpu = time.monotonic() - started, cpu_charged() - cpu_before
+        (final / ".stamp").write_text(json.dumps(
+            {"component": name, "version": version, "seconds": round(seconds),
+             "cpu_seconds": round(cpu)}) + "\n")
         shutil.rmtree(scratch, ignore_errors=True)
-        say(f"built {name} {version} in {seconds:.0f} s")
+        say(f"built {name} {version} in {seconds:.0f} s ({cpu:.0f} CPU-s)")
     return final
 
 

@@ -15,10 +15,9 @@ Standard library only.
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
-from cluster_build import NO_DWARF, ClusterError, build_component, go_env, module_dir
+from cluster_build import NO_DWARF, ClusterError, build_component, go_env, module_dir, run_counted
 
 HELM = "v3.22.0"
 HELM_MODULE = "helm.sh/helm/v3"
@@ -66,9 +65,8 @@ def build_helm() -> Path:
         with open(log, "a") as handle:
             handle.write(f"$ {' '.join(argv)}\n")
             handle.flush()
-            proc = subprocess.run(argv, cwd=work, env=env, stdout=handle,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
+            returncode, _ = run_counted(argv, work, env, handle)
+        if returncode != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
             raise ClusterError(f"`go install {HELM_MODULE}/cmd/helm@{HELM}` failed "
                                f"(log: {log}):\n{tail}")

@@ -28,6 +28,7 @@ from cluster_build import (
     build_component,
     go_env,
     module_dir,
+    run_counted,
     run_go,
     staged_modules,
     wrapper_module,
@@ -197,9 +198,8 @@ def build_runc() -> Path:
         with open(log, "a") as handle:
             handle.write(f"$ {' '.join(cmd)}\n")
             handle.flush()
-            proc = subprocess.run(cmd, cwd=work, env=env, stdout=handle,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
+            returncode, _ = run_counted(cmd, work, env, handle)
+        if returncode != 0:
             raise ClusterError(f"building runc {RUNC} failed (log: {log})")
 
     return build_component("runc", RUNC, build)

@@ -28,6 +28,7 @@ from cluster_build import (
     build_component,
     component_dir,
     go_env,
+    run_counted,
     run_go,
     wrapper_module,
 )
@@ -61,12 +62,11 @@ def module_info(module: str, version: str, work: Path, log: Path) -> dict[str, o
     """`go mod download -json MODULE@VERSION`: its folder in the module cache and, where
     the proxy says, the commit the tag names."""
     with open(log, "a") as out:
-        proc = subprocess.run(
-            ["go", "mod", "download", "-json", f"{module}@{version}"], cwd=work, env=go_env(),
-            stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
+        returncode, output = run_counted(["go", "mod", "download", "-json", f"{module}@{version}"],
+                                         work, go_env(), subprocess.PIPE, out)
+    if returncode != 0:
         raise ClusterError(f"cannot download Go module {module}@{version} (log: {log})")
-    return dict(json.loads(proc.stdout))
+    return dict(json.loads(output))
 
 
 def conversion_crds(kustomization: str, group: str) -> list[str]:
