@@ -292,7 +292,7 @@ class GangPlacer:
         if not view.pending:
             self.gang_waiting.discard(gkey)
             self._unreserve(gkey)
-            if view.gated_placed and not view.complete:  # a member went: the rest let go
+            if view.partial:  # a member went before the gang was let go: the rest let go too
                 self._start_roll_back(view)
             self._gang_write_status(view, None)
             return
@@ -339,7 +339,7 @@ class GangPlacer:
             self._gang_write_status(view, outcome)
             return
         GANGS.labels(outcome=UNDECIDED if outcome.status == "undecided" else "Unschedulable").inc()
-        if view.gated_placed and not view.complete:
+        if view.partial:
             # an incomplete gang never holds devices: what a killed writer left is released
             self._start_roll_back(view)
         elif self.settings.preemption and outcome.status == "unsatisfiable" and \
@@ -456,6 +456,8 @@ class GangPlacer:
                 pod = self.tracker.pod(key)
                 if pod is None or not pod.has_gate(self.settings.gate) or pod.node_name:
                     continue  # ungated or bound meanwhile: no longer ours to release
+                if not await self._still_gated(view.key, key, pod.meta.uid):
+                    continue
                 gangs = gang_overlay(self.tracker)
                 if gangs is not None and gang_view(self.tracker, gangs, self.gang_members, view.key,
                                                    self.settings.gate, self.settings.act_beside).complete:
@@ -471,6 +473,27 @@ class GangPlacer:
             self.committing.discard(view.key)
             self.gang_queue.add(view.key)
             self.owner.wake_loop()
+
+    async def _still_gated(self, gkey: GangKey, key: NamespacedName, uid: str) -> bool:
+        """Whether the server's pod is still the one placed, held by draco's gate and
+        unbound. The tracker's copy can lag the narrowing controller's ungating by a
+        watch event, and a claim released under a pod that was let go (and maybe
+        already runs on its devices) frees devices in use: kube-scheduler would give
+        them to another pod (found by the JobSet test under kwok). Unreadable: not
+        released now, the gang decided again after `retry_after`."""
+        resp = await self.client.get(f"/api/v1/namespaces/{key.namespace}/pods/{key.name}")
+        if resp.status == 404:
+            return False  # gone: its claims are kube-controller-manager's to clean up
+        body = resp.body if resp.ok and isinstance(resp.body, dict) else None
+        if body is None:
+            log.warning("cannot read a gang member before releasing its claims; the gang "
+                        "is decided again", kind="Pod", namespace=key.namespace, name=key.name,
+                        status=resp.status)
+            self.retry(gkey)
+            return False
+        meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+        gates = {g.get("name") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)}
+        return meta.get("uid") == uid and self.settings.gate in gates and not spec.get("nodeName")
 
     def _forget_gang(self, gkey: GangKey) -> None:
         for table in (self.gang_status, self.gang_reports, self.gang_since, self.gang_retry_at):

@@ -6,9 +6,11 @@ reads one gang's members through `pod_claims.pod_work`:
 - pending: gated, claims to allocate (`Member.pending`);
 - not ready: a claim not generated yet, being deleted, or a failed binding (the
   pod-by-pod path releases those first).
-A gang is complete when at least `minCount` members are placed; the narrowing
-controller ungates members of complete gangs only, so no member runs before the
-whole gang has its devices.
+A gang is complete when at least `minCount` members are placed or already let go
+(`tracker.gangs.released`: bound without draco's gate, running or finished); the
+narrowing controller ungates members of complete gangs only, so no member runs
+before the whole gang has its devices, and a gang whose first members finished while
+the rest were being ungated stays complete (it is never rolled back under them).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from operators.gangs.gang import Member
 from operators.model import NamespacedName, Pod, ResourceClaim
 from operators.model.gangs import Gang
 from operators.tracker import Tracker
-from operators.tracker.gangs import GangKey, GangMembers, GangOverlay, gang_key
+from operators.tracker.gangs import GangKey, GangMembers, GangOverlay, gang_key, released
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,7 @@ class GangView:
     members: tuple[Member, ...]  # ready members, placed or pending, by name
     not_ready: tuple[tuple[str, str], ...] = ()  # (NS/NAME, why)
     gated_placed: tuple[NamespacedName, ...] = ()  # placed, still held by draco's gate
+    released: int = 0  # let go (bound, no draco gate) and not among MEMBERS: finished, or claims gone
 
     @property
     def placed(self) -> int:
@@ -42,7 +45,14 @@ class GangView:
 
     @property
     def complete(self) -> bool:
-        return self.gang is not None and self.placed >= self.gang.min_count
+        return self.gang is not None and self.placed + self.released >= self.gang.min_count
+
+    @property
+    def partial(self) -> bool:
+        """Placed members still held by draco's gate while fewer than minCount members
+        are placed or let go: what a killed writer left, or the rest after a member
+        went before the gang was released. Theirs are the devices a roll-back frees."""
+        return bool(self.gated_placed) and not self.complete
 
     @property
     def label(self) -> str:
@@ -66,9 +76,13 @@ def gang_view(tracker: Tracker, gangs: GangOverlay, members: GangMembers, key: G
     ready: list[Member] = []
     not_ready: list[tuple[str, str]] = []
     gated_placed: list[NamespacedName] = []
-    for pkey in sorted(members.pods.get(key, ())):
+    let_go = 0
+    for pkey in sorted(members.members(key)):
         pod = tracker.pod(pkey)
-        if pod is None or pod.terminal:
+        if pod is None:
+            continue
+        if pod.terminal:
+            let_go += released(pod, gate)
             continue
         label = f"{pkey.namespace}/{pkey.name}"
         work = pod_work(tracker, pkey, gate, beside=beside)
@@ -76,7 +90,9 @@ def gang_view(tracker: Tracker, gangs: GangOverlay, members: GangMembers, key: G
             if pod.meta.deleting:
                 continue
             claims = _claims(tracker, pod)
-            if claims is None:
+            if claims is None and released(pod, gate):
+                let_go += 1  # bound, its claims already gone (it finished; the pod's update lags)
+            elif claims is None:
                 not_ready.append((label, f"not held by draco's gate ({work.why}) and not allocated"))
             else:
                 ready.append(Member(label, pod, (), claims))
@@ -93,7 +109,7 @@ def gang_view(tracker: Tracker, gangs: GangOverlay, members: GangMembers, key: G
                 gated_placed.append(pkey)
             else:
                 ready.append(Member(label, pod, work.pending, work.allocated))
-    return GangView(key, gang, tuple(ready), tuple(not_ready), tuple(gated_placed))
+    return GangView(key, gang, tuple(ready), tuple(not_ready), tuple(gated_placed), let_go)
 
 
 __all__ = ["GangMembers", "GangView", "gang_key", "gang_view"]  # the first two re-exported

@@ -270,7 +270,7 @@ class NarrowingController(KeyedPassLoop):
             return f"{gkey[0]} {gkey[1]}/{gkey[2]} does not exist or cannot be read"
         gang = gangs.gang(*gkey)
         assert gang is not None
-        done = placed_count(self.tracker, self.gang_members, gkey)
+        done = placed_count(self.tracker, self.gang_members, gkey, self.settings.gate)
         if done >= gang.min_count:
             return None
         return (f"{gkey[0]} {gang.label}: {done} of {gang.min_count} members have their "

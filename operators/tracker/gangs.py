@@ -74,40 +74,59 @@ def gang_key(pod: Pod) -> GangKey | None:
 
 
 class GangMembers:
-    """pod -> gang and gang -> pods, for the pods the tracker keeps."""
+    """pod -> gang and gang -> pods, for the pods the tracker keeps; finished pods
+    (Succeeded or Failed) apart, in `finished`: they are no members, but one the gang
+    let go and that finished still counts toward its minCount (`released`)."""
 
     def __init__(self) -> None:
         self.of_pod: dict[NamespacedName, GangKey] = {}
         self.pods: dict[GangKey, set[NamespacedName]] = {}
+        self.of_finished: dict[NamespacedName, GangKey] = {}
+        self.finished: dict[GangKey, set[NamespacedName]] = {}
 
     def update(self, tracker: TrackerReads, keys: Iterable[NamespacedName]) -> set[GangKey]:
         """Follow the pods named; returns the gangs whose membership or members changed."""
         touched: set[GangKey] = set()
         for key in keys:
             pod = tracker.pod(key)
-            new = None if pod is None or pod.terminal else gang_key(pod)
-            old = self.of_pod.get(key)
-            if old is not None:
-                touched.add(old)
-            if old == new:
-                continue
-            if old is not None:
-                members = self.pods.get(old)
-                if members is not None:
-                    members.discard(key)
-                    if not members:
-                        del self.pods[old]
-                del self.of_pod[key]
-            if new is not None:
-                self.of_pod[key] = new
-                self.pods.setdefault(new, set()).add(key)
-                touched.add(new)
+            gkey = None if pod is None else gang_key(pod)
+            done = pod is not None and pod.terminal
+            touched |= _move(key, None if done else gkey, self.of_pod, self.pods)
+            _move(key, gkey if done else None, self.of_finished, self.finished)
         return touched
 
+    def members(self, key: GangKey) -> set[NamespacedName]:
+        """The gang's pods, finished ones included."""
+        return self.pods.get(key, set()) | self.finished.get(key, set())
+
     def rescan(self, tracker: TrackerReads) -> set[GangKey]:
-        self.of_pod.clear()
-        self.pods.clear()
+        for table in (self.of_pod, self.pods, self.of_finished, self.finished):
+            table.clear()
         return self.update(tracker, [p.meta.key for p in tracker.pods()])
+
+
+def _move(key: NamespacedName, new: GangKey | None, of: dict[NamespacedName, GangKey],
+          index: dict[GangKey, set[NamespacedName]]) -> set[GangKey]:
+    """KEY's entry in one pod -> gang index moved to NEW (None: out); the gangs touched
+    (the old one whenever the pod had one, since its member changed)."""
+    touched: set[GangKey] = set()
+    old = of.get(key)
+    if old is not None:
+        touched.add(old)
+    if old == new:
+        return touched
+    if old is not None:
+        members = index.get(old)
+        if members is not None:
+            members.discard(key)
+            if not members:
+                del index[old]
+        del of[key]
+    if new is not None:
+        of[key] = new
+        index.setdefault(new, set()).add(key)
+        touched.add(new)
+    return touched
 
 
 def placed(tracker: TrackerReads, pod: Pod) -> bool:
@@ -124,9 +143,22 @@ def placed(tracker: TrackerReads, pod: Pod) -> bool:
     return True
 
 
-def placed_count(tracker: TrackerReads, members: GangMembers, key: GangKey) -> int:
-    return sum(1 for k in members.pods.get(key, ()) if (p := tracker.pod(k)) is not None
-               and placed(tracker, p))
+def released(pod: Pod, gate: str) -> bool:
+    """A member the gang already let go: bound to a node and no longer held by draco's
+    gate, running or finished successfully. It counts toward the gang's `minCount` even
+    once it finished and its claims went (under kwok a Job's pod completes as soon as it
+    is bound): the gang was complete when it was let go, and the members still being
+    ungated are the rest of that release, not a partial placement to take back. A
+    member that failed or is being deleted does not count (a restarted JobSet deletes
+    its old pods, and their gang is placed anew)."""
+    return bool(pod.node_name) and not pod.has_gate(gate) and not pod.meta.deleting \
+        and pod.phase != "Failed"
+
+
+def placed_count(tracker: TrackerReads, members: GangMembers, key: GangKey, gate: str) -> int:
+    """Members with their devices, or already let go (`released`)."""
+    return sum(1 for k in members.members(key) if (p := tracker.pod(k)) is not None
+               and (placed(tracker, p) or released(p, gate)))
 
 
 def gang_overlay(tracker: Any) -> GangOverlay | None:
@@ -138,4 +170,4 @@ def gang_overlay(tracker: Any) -> GangOverlay | None:
 
 
 __all__ = ["GANG_KINDS", "GangKey", "GangMembers", "GangOverlay", "gang_key", "gang_overlay",
-           "placed", "placed_count"]
+           "placed", "placed_count", "released"]

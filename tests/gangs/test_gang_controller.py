@@ -225,6 +225,65 @@ def test_a_kill_mid_gang_is_rolled_back_when_the_rest_no_longer_fits() -> None:
     assert c.gated("p-0") and c.gated("p-1")
 
 
+def let_go_world(finished: str) -> list[dict[str, Any]]:
+    """A gang of three on node-1's three GPUs, caught while it is being ungated: p-0 was
+    let go and has finished (FINISHED: its phase; its claim already deleted, as
+    kube-controller-manager deletes a finished pod's claim), p-1 was let go and runs,
+    p-2 is allocated and reserved and still gated."""
+    objs: list[dict[str, Any]] = [*classes(), node("node-1"), *node_slice("node-1", gpus(3)), gang("g", 3)]
+    for i in range(3):
+        objs += member(f"p-{i}", "g", [{"name": "gpu", "class": "class-a"}],
+                       allocation=allocated_on("node-1", f"gpu-{i}"), node_name="" if i == 2 else "node-1")
+    objs = [o for o in objs if o["metadata"]["name"] != "p-0-claim"]
+    for o in objs:
+        if o["kind"] == "Pod" and o["metadata"]["name"] == "p-0":
+            o["status"]["phase"] = finished
+        if o["kind"] == "Pod" and o["metadata"]["name"] == "p-2":
+            o["spec"]["schedulingGates"] = [{"name": "resource.draco.dev/allocation"}]
+    return objs
+
+
+def test_a_gang_whose_first_members_finished_is_not_taken_back_from_the_rest() -> None:
+    """Under kwok a Job's pod completes as soon as it is bound, and its claim goes: the
+    gang then counts fewer than minCount members with devices while its last member is
+    still being ungated. The gang was complete when it was let go: the last member keeps
+    its devices and is ungated, and nothing of the members that run is released."""
+    c = Cluster(let_go_world("Succeeded"))
+    run(c.settle())
+    assert c.allocated("p-1-claim", "p-2-claim") == [True, True]
+    assert not c.gated("p-2"), "the rest of a released gang is ungated"
+
+
+def test_a_gang_whose_member_failed_before_the_rest_let_go_releases_them() -> None:
+    """A member that failed is no member that ran for the gang: p-0 failed, so the gang
+    has two of three and p-2, still gated, lets go of its GPU (p-1 runs and keeps its)."""
+    c = Cluster(let_go_world("Failed"))
+    run(c.settle())
+    assert c.allocated("p-1-claim", "p-2-claim") == [True, False]
+    assert c.gated("p-2")
+
+
+def test_a_roll_back_reads_the_pod_from_the_server_not_a_lagging_tracker() -> None:
+    """The tracker still shows p-1 gated, but the server has it ungated and bound (the
+    narrowing let it go; the watch event is not in yet). Releasing p-1's claim would free
+    a GPU in use for kube-scheduler to give away: only p-2, gated on the server too,
+    lets go of its devices."""
+    c = Cluster(let_go_world("Failed"))
+    pod = f"/api/v1/namespaces/{NS}/pods/p-1"
+    c.api.objects[pod]["spec"]["schedulingGates"] = [{"name": "resource.draco.dev/allocation"}]
+    del c.api.objects[pod]["spec"]["nodeName"]
+    c.start()  # the tracker has p-1 gated and unbound
+    c.api.touch(pod, lambda o: o["spec"].update(schedulingGates=[], nodeName="node-1"))
+
+    async def allocator_only() -> None:  # no watch event reaches the tracker meanwhile
+        await c.allocator.step()
+        while c.allocator.tasks:
+            await asyncio.gather(*list(c.allocator.tasks), return_exceptions=True)
+
+    run(allocator_only())
+    assert c.allocated("p-1-claim", "p-2-claim") == [True, False]
+
+
 def test_a_waiting_gang_keeps_younger_single_pods_off_its_domain_until_its_limit() -> None:
     """Rack b (n-2, n-3) is the gang's only chance, but n-3's GPU is held. A younger pod
     that can only run in rack b would take n-2 and starve the gang; the gang's
