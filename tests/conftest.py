@@ -41,7 +41,9 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     """Order (and group) the items before any other plugin's hook: xdist's worker reads
-    the xdist_group marks in its own, and a plain tryfirst hook here runs after it."""
+    the xdist_group marks in its own, and a plain tryfirst hook here runs after it. The
+    on-request releases' marks go on first, before `-m` deselects by them."""
+    ordering.mark_on_request(items)
     ordering.order(items)
     return (yield)
 

@@ -29,16 +29,25 @@ if str(HACK) not in sys.path:
 import cluster_plan  # noqa: E402  (a script's module, stdlib only)
 
 STAGES = tuple(cluster_plan.STAGES)
-# What a test needs, read from the fixtures it requests (their closure).
-FIXTURE_STAGE = {
-    "real_cluster": "1.34", "real": "1.34", "real_cluster_137": "1.37", "real_137": "1.37",
-    "private_137": "1.37", "private_137_workloads": "1.37", "real_cluster_136": "1.36", "real_136": "1.36",
-    "private_136": "1.36", "draco_image": "node",
-    "stack_cluster_137": "stack", "stack_137": "stack",  # Kueue and JobSet on a 1.37 of their own
-    # the releases only a smoke set runs on: their own stages while the plan has them
-    **{f"{fixture}_{k8s.replace('.', '')}": k8s for k8s in cluster_plan.SMOKE
-       for fixture in ("real_cluster", "real")},
+# The fixtures that start (a namespace of) one release's cluster.
+RELEASE_FIXTURES = {
+    "1.34": ("real_cluster", "real"),
+    "1.35": ("real_cluster_135", "real_135"),
+    "1.36": ("real_cluster_136", "real_136", "private_136"),
+    "1.37": ("real_cluster_137", "real_137", "private_137", "private_137_workloads"),
+    "1.38": ("real_cluster_138", "real_138"),
 }
+# What a test needs, read from the fixtures it requests (their closure): a release's
+# while the plan builds it (the on-request releases' fixtures build theirs themselves).
+FIXTURE_STAGE = {
+    **{fixture: k8s for k8s, fixtures in RELEASE_FIXTURES.items() if k8s in STAGES
+       for fixture in fixtures},
+    "draco_image": "node",
+    "stack_cluster_137": "stack", "stack_137": "stack",  # Kueue and JobSet on a 1.37 of their own
+}
+# An on-request release's fixture -> the marker its tests carry (deselected by default).
+ON_REQUEST_MARK = {fixture: mark for k8s, mark in cluster_plan.ON_REQUEST.items()
+                   for fixture in RELEASE_FIXTURES[k8s]}
 # Modules that start clusters through hack/cluster themselves, not through a fixture.
 MODULE_STAGE = {"test_real_node.py": "node", "test_real_node_lifecycle.py": "node",
                 "test_hack_cluster.py": "1.34", "test_upstream_suite.py": "upstream"}
@@ -64,6 +73,23 @@ def needed_stage(item: pytest.Item) -> str | None:
                        if isinstance(v, str) and v.startswith("real_") and v in FIXTURE_STAGE]
         needed.append(MODULE_STAGE.get(item.path.name, "1.34"))
     return max(needed, key=STAGES.index, default=None)
+
+
+def mark_on_request(items: list[pytest.Item]) -> None:
+    """Give a real-cluster test on an on-request release (`cluster_plan.ON_REQUEST`)
+    that release's marker, so the default run (`addopts`) leaves it out and `pytest -m
+    MARKER` runs it: read from its fixtures, so a new 1.36 test is never built for in
+    every run by accident."""
+    for item in items:
+        if item.get_closest_marker("real") is None:
+            continue
+        names = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            names |= {v for v in callspec.params.values() if isinstance(v, str)}
+        for mark in sorted({ON_REQUEST_MARK[n] for n in names if n in ON_REQUEST_MARK}):
+            if item.get_closest_marker(mark) is None:
+                item.add_marker(getattr(pytest.mark, mark))
 
 
 def item_stage(item: pytest.Item) -> int:

@@ -87,8 +87,8 @@ def test_a_step_after_another_never_runs_beside_it(monkeypatch: pytest.MonkeyPat
 def test_a_failed_step_fails_the_run_and_starts_nothing_new(monkeypatch: pytest.MonkeyPatch) -> None:
     rec = Recorder()
     steps = [rec.step("1.34", "etcd", fails=True), rec.step("1.34", "kwok"),
-             rec.step("1.37", "kubernetes"), rec.step("1.36", "kubernetes-old")]
+             rec.step("1.37", "kubernetes"), rec.step("stack", "kueue")]
     use(monkeypatch, rec, steps)
     with pytest.raises(RuntimeError, match="etcd failed to build"):
         cluster_plan.build_all(lanes=2)
-    assert "kubernetes-old" not in rec.order
+    assert "kueue" not in rec.order

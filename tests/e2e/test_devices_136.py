@@ -1,5 +1,6 @@
-"""The 1.36 device shapes end to end on a real 1.36 cluster: draco's allocator and
-narrowing controllers write what kube-apiserver accepts and kube-scheduler binds.
+"""The device shapes 1.36 brought, end to end on a real cluster: draco's allocator and
+narrowing controllers write what kube-apiserver accepts and kube-scheduler binds. Each
+test runs on 1.37 (every CI run) and on 1.36 (on request: `pytest -m release_136`).
 
 - binding conditions (KEP-5007): the claim is allocated with the device's conditions and
   an allocationTimestamp, the pod stays gated (a BindingConditionsPending Event) until
@@ -24,8 +25,23 @@ import pytest
 from operators.allocator.pod_claims import GATE
 from operators.apiserver.testing import wait_for
 from tests.e2e.backends import RealBackend
+from tests.operator_threads import operator_threads
 
 pytestmark = pytest.mark.real
+
+
+@pytest.fixture(params=["real_137", "real_136"])
+def b(request: pytest.FixtureRequest) -> RealBackend:
+    """A namespace of the release's shared cluster (1.36's tests carry `release_136`,
+    tests/ordering.py reads the parameter)."""
+    backend: RealBackend = request.getfixturevalue(request.param)
+    return backend
+
+
+@pytest.fixture
+def draco(b: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """draco's controllers in this process, against B's cluster."""
+    yield from operator_threads(b.kubeconfig, monkeypatch)
 
 SETTINGS = SimpleNamespace(qps=200.0, burst=400, allocation_timeout=10.0, narrowing_timeout=300.0)
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -94,12 +110,11 @@ def events(b: RealBackend, name: str) -> list[str]:
 
 
 def test_binding_conditions_hold_the_gate_until_the_driver_reports_them(
-        real_136: RealBackend, operator_136: Any) -> None:
-    b = real_136
+        b: RealBackend, draco: Any) -> None:
     setup(b, [{"devices": [{"name": "fabric-0", "bindingConditions": ["attached"],
                             "bindingFailureConditions": ["attach-failed"]}]}])
     gated(b, "a")
-    operator_136(("allocator", "narrowing"), SETTINGS)
+    draco(("allocator", "narrowing"), SETTINGS)
     got = wait_for(lambda: results(b, "a"), 30, what="the claim allocated")
     assert got[0]["bindingConditions"] == ["attached"]
     assert got[0]["bindingFailureConditions"] == ["attach-failed"]
@@ -113,12 +128,11 @@ def test_binding_conditions_hold_the_gate_until_the_driver_reports_them(
 
 
 def test_a_binding_failure_releases_the_claim_and_the_pod_is_allocated_again(
-        real_136: RealBackend, operator_136: Any) -> None:
-    b = real_136
+        b: RealBackend, draco: Any) -> None:
     setup(b, [{"devices": [{"name": "fabric-0", "bindingConditions": ["attached"],
                             "bindingFailureConditions": ["attach-failed"]}]}])
     gated(b, "a")
-    operator_136(("allocator", "narrowing"), SETTINGS)
+    draco(("allocator", "narrowing"), SETTINGS)
     wait_for(lambda: results(b, "a"), 30, what="the claim allocated")
     first = claim(b, "a")["metadata"]["resourceVersion"]
     report(b, "a", "fabric-0", "attach-failed")
@@ -131,14 +145,13 @@ def test_a_binding_failure_releases_the_claim_and_the_pod_is_allocated_again(
     assert [g["name"] for g in pod(b, "a")["spec"]["schedulingGates"]] == [GATE]
 
 
-def test_two_pods_share_one_device_and_both_are_bound(real_136: RealBackend, operator_136: Any) -> None:
-    b = real_136
+def test_two_pods_share_one_device_and_both_are_bound(b: RealBackend, draco: Any) -> None:
     setup(b, [{"devices": [{"name": "gpu-0", "allowMultipleAllocations": True,
                             "capacity": {"memory": {"value": "40Gi", "requestPolicy": {
                                 "default": "4Gi", "validRange": {"min": "4Gi", "step": "4Gi"}}}}}]}])
     gated(b, "a", "10Gi")
     gated(b, "c", "20Gi")
-    operator_136(("allocator", "narrowing"), SETTINGS)
+    draco(("allocator", "narrowing"), SETTINGS)
     a = wait_for(lambda: results(b, "a"), 30, what="claim a allocated")
     c = wait_for(lambda: results(b, "c"), 30, what="claim c allocated")
     assert (a[0]["device"], a[0]["consumedCapacity"]) == ("gpu-0", {"memory": "12Gi"})  # 4Gi steps
@@ -148,8 +161,7 @@ def test_two_pods_share_one_device_and_both_are_bound(real_136: RealBackend, ope
 
 
 def test_a_used_up_counter_keeps_the_halves_from_the_second_pod(
-        real_136: RealBackend, operator_136: Any) -> None:
-    b = real_136
+        b: RealBackend, draco: Any) -> None:
 
     def part(name: str, mem: str) -> dict[str, Any]:
         return {"name": name, "consumesCounters": [{"counterSet": "gpu-0", "counters": {
@@ -159,7 +171,7 @@ def test_a_used_up_counter_keeps_the_halves_from_the_second_pod(
               {"devices": [part("gpu-0-full", "40Gi"), part("gpu-0-half-a", "20Gi"),
                            part("gpu-0-half-b", "20Gi")]}])
     gated(b, "a")
-    operator_136(("allocator", "narrowing"), SETTINGS)
+    draco(("allocator", "narrowing"), SETTINGS)
     assert wait_for(lambda: results(b, "a"), 30, what="claim a allocated")[0]["device"] == "gpu-0-full"
     wait_for(lambda: bound(b, "a"), 60, what="pod a bound")
     gated(b, "z")
@@ -168,9 +180,3 @@ def test_a_used_up_counter_keeps_the_halves_from_the_second_pod(
     assert cond["status"] == "False" and "exhausted counters" in cond["message"], cond
     assert results(b, "z") is None
 
-
-@pytest.fixture
-def operator_136(real_136: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from tests.operator_threads import operator_threads
-
-    yield from operator_threads(real_136.kubeconfig, monkeypatch)

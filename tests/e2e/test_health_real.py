@@ -2,11 +2,12 @@
 
 - 1.34 drops ResourceSlice taints on write, so a health monitor that is not the driver
   reports through a ResourceSlicePatch attribute and the policy's CEL `device` signal.
-- 1.36 keeps slice taints (NVIDIA's driver's `gpu.nvidia.com/xid`), and the kubelet's
-  per-device health in pod status (written here as a kubelet would).
+- 1.36 and later keep slice taints (NVIDIA's driver's `gpu.nvidia.com/xid`), and the
+  kubelet's per-device health in pod status (written here as a kubelet would): run on
+  1.37 (every CI run) and on 1.36 (on request: `pytest -m release_136`).
 
 Each: signal -> the policy's rule -> the pod on the device evicted (draco's eviction
-controller; kube-controller-manager on 1.36 evicts for the slice's own taint only when
+controller; kube-controller-manager on 1.36+ evicts for the slice's own taint only when
 it is NoExecute, and the driver's is NoSchedule) -> signal gone -> rule deleted after
 `clearAfter`; a replacement claim gets the healthy device while the rule holds, and the
 recovered one once it is gone. The policies, rules, classes and patches name the test's
@@ -15,6 +16,7 @@ own driver.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -22,19 +24,19 @@ from typing import Any
 import pytest
 
 from operators.apiserver.testing import wait_for
-from operators.eviction.decisions import DRACO_ALONE, UPSTREAM
+from operators.eviction.decisions import DRACO_ALONE, UPSTREAM, Ownership
 from operators.health.decisions import rule_name
 from operators.model import DeviceID
 from tests.e2e.backends import RealBackend
-from tests.e2e.test_upstream_taints import (  # noqa: F401  (operator_134, operator_136: fixtures)
+from tests.e2e.test_upstream_taints import (  # noqa: F401  (operator_134: a fixture)
     SLICES,
     make_pod,
     make_slice,
     operator_134,
-    operator_136,
     pod_exists,
     wait_ownership,
 )
+from tests.operator_threads import operator_threads
 
 pytestmark = pytest.mark.real
 
@@ -45,6 +47,28 @@ SETTINGS = SimpleNamespace(qps=200.0, burst=400, eviction_workers=10, grace_peri
                            use_eviction_api=False, status_interval=0.2, slice_taints="auto",
                            health_debounce=0.05, allocation_timeout=10.0, narrowing_timeout=300.0)
 FLOW = ("health", "eviction", "allocator")
+# who evicts what on each release with slice taints: kube-controller-manager for the
+# slices' own NoExecute taints, draco for its rules (and, before 1.37, for pods whose
+# devices came through extended resources)
+OWNERSHIP = {"real_137": UPSTREAM, "real_136": replace(UPSTREAM, extended_claims=False)}
+
+
+@pytest.fixture(params=list(OWNERSHIP))
+def taints_cluster(request: pytest.FixtureRequest) -> RealBackend:
+    """A namespace of a release that keeps slice taints (1.36's tests carry `release_136`)."""
+    backend: RealBackend = request.getfixturevalue(request.param)
+    return backend
+
+
+@pytest.fixture
+def ownership(taints_cluster: RealBackend, request: pytest.FixtureRequest) -> Ownership:
+    """Who evicts what on the test's release."""
+    return OWNERSHIP[request.node.callspec.params["taints_cluster"]]
+
+
+@pytest.fixture
+def draco(taints_cluster: RealBackend, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    yield from operator_threads(taints_cluster.kubeconfig, monkeypatch)
 
 
 def make_policy(b: RealBackend, name: str, signals: list[dict[str, Any]]) -> None:
@@ -122,11 +146,11 @@ def test_134_a_monitors_patch_attribute_through_the_cel_signal(real: RealBackend
         b.request("DELETE", f"{PATCHES}/{patch}")
 
 
-def test_136_a_drivers_slice_taint(real_136: RealBackend, operator_136: Any) -> None:  # noqa: F811
-    b = real_136
+def test_a_drivers_slice_taint(taints_cluster: RealBackend, draco: Any, ownership: Ownership) -> None:
+    b = taints_cluster
     policy = f"xid-{b.id}"
-    op = operator_136(FLOW, SETTINGS)
-    wait_ownership(op, replace(UPSTREAM, extended_claims=False))
+    op = draco(FLOW, SETTINGS)
+    wait_ownership(op, ownership)
     make_policy(b, policy, [{"sliceTaint": {"key": "gpu.nvidia.com/xid", "effects": ["NoSchedule"]}}])
 
     def taint(on: bool) -> None:
@@ -139,11 +163,12 @@ def test_136_a_drivers_slice_taint(real_136: RealBackend, operator_136: Any) -> 
         b.request("DELETE", f"{POLICIES}/{policy}")
 
 
-def test_136_the_kubelets_device_health_in_pod_status(real_136: RealBackend, operator_136: Any) -> None:  # noqa: F811
-    b = real_136
+def test_the_kubelets_device_health_in_pod_status(
+        taints_cluster: RealBackend, draco: Any, ownership: Ownership) -> None:
+    b = taints_cluster
     policy = f"kubelet-{b.id}"
-    op = operator_136(("health", "eviction"), SETTINGS)
-    wait_ownership(op, replace(UPSTREAM, extended_claims=False))
+    op = draco(("health", "eviction"), SETTINGS)
+    wait_ownership(op, ownership)
     make_policy(b, policy, [{"podHealth": {"health": ["Unhealthy"]}}])
     pods = f"/api/v1/namespaces/{b.ns}/pods"
 
