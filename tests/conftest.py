@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +40,14 @@ def kubectl(cluster: EmbeddedCluster) -> Kubectl:
 def pytest_configure(config: pytest.Config) -> None:
     timing.configure(config)
     ordering.schedule(config)
+    # kubectl caches each server's discovery for hours under ~/.kube/cache, keyed by
+    # host:port; the test clusters' ports are free-chosen, so a 1.34 cluster on a port
+    # an earlier 1.37 had used read 1.37's resource list from that cache and asked for
+    # resource.k8s.io/v1 devicetaintrules (404; the demo test failed in a cold trial).
+    # Every kubectl of this process and its children caches in a folder of its own.
+    cache = tempfile.mkdtemp(prefix="draco-kube-cache-")
+    os.environ["KUBECACHEDIR"] = cache
+    atexit.register(shutil.rmtree, cache, True)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

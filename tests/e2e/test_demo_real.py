@@ -51,7 +51,8 @@ def test_the_demo_runs_on_a_real_cluster_and_cleans_up(real_cluster: RealCluster
 
     def kubectl(*args: str) -> str:
         done = subprocess.run([real_cluster.kubectl_binary, "--kubeconfig", str(real_cluster.admin_kubeconfig),
-                               *args], capture_output=True, text=True, timeout=60, check=True)
+                               *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
         return done.stdout
 
     # The cluster-scoped objects are gone; the namespace is gone or going; draco's CRDs
