@@ -59,8 +59,8 @@ from operators.kube.metrics import gated_pod_done
 from operators.kube.newest_last import NewestLast, compose_merge_patches
 from operators.kube.pod_reports import PodReporter
 from operators.kube.supervision import guarded
-from operators.model import DeviceClass, DeviceID, NamespacedName
-from operators.model.errors import ObjectRef
+from operators.model import DeviceClass, DeviceID, ModelError, NamespacedName, parse_pod_object
+from operators.model.errors import FieldError, ObjectRef
 from operators.preemption.nomination import NOMINATION_ANNOTATION
 from operators.tracker import Change, Tracker
 from operators.tracker.gangs import GANG_KINDS, GangKey, gang_overlay
@@ -484,16 +484,17 @@ class GangPlacer:
         resp = await self.client.get(f"/api/v1/namespaces/{key.namespace}/pods/{key.name}")
         if resp.status == 404:
             return False  # gone: its claims are kube-controller-manager's to clean up
-        body = resp.body if resp.ok and isinstance(resp.body, dict) else None
-        if body is None:
+        try:
+            pod = parse_pod_object(resp.body) if resp.ok and isinstance(resp.body, dict) else None
+        except (ModelError, FieldError):
+            pod = None
+        if pod is None:
             log.warning("cannot read a gang member before releasing its claims; the gang "
                         "is decided again", kind="Pod", namespace=key.namespace, name=key.name,
                         status=resp.status)
             self.retry(gkey)
             return False
-        meta, spec = body.get("metadata") or {}, body.get("spec") or {}
-        gates = {g.get("name") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)}
-        return meta.get("uid") == uid and self.settings.gate in gates and not spec.get("nodeName")
+        return pod.meta.uid == uid and pod.has_gate(self.settings.gate) and not pod.node_name
 
     def _forget_gang(self, gkey: GangKey) -> None:
         for table in (self.gang_status, self.gang_reports, self.gang_since, self.gang_retry_at):
