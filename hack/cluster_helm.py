@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cluster_build import NO_DWARF, ClusterError, build_component, go_env, module_dir, run_counted
+from cluster_build import GC_FLAGS, ClusterError, build_component, go_env, module_dir, run_counted
 
 HELM = "v3.22.0"
 HELM_MODULE = "helm.sh/helm/v3"
@@ -59,7 +59,7 @@ def build_helm() -> Path:
         major, minor, git_version = kubernetes_of(hdir)
         env = go_env()
         # `go install pkg@version` ignores any go.mod and rejects -mod=mod.
-        env.update(GOFLAGS=f"-buildvcs=false -p=4 {NO_DWARF}", GOBIN=str(out))
+        env.update(GOFLAGS=f"-buildvcs=false -p=4 {GC_FLAGS}", GOBIN=str(out))
         argv = ["go", "install", "-ldflags", " ".join(helm_ldflags(major, minor, git_version)),
                 f"{HELM_MODULE}/cmd/helm@{HELM}"]
         with open(log, "a") as handle:
