@@ -26,7 +26,8 @@ gang. Past the limit the gang reports `WaitLimitExceeded` and stops reserving (i
 keeps waiting, and is placed whenever it fits).
 
 `GangPlacer` is a collaborator the controller owns: its own state (the queue, the
-reservations, the last status written), the controller reached through `GangOwner`.
+reservations), the controller reached through `GangOwner`, and the Gang objects' status
+written by its `GangStatusWriter` (`gang_status`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from operators.allocator.reserved import Reserved
 from operators.allocator.results import allocation_to_api
 from operators.allocator_controller.claim_writer import pod_reference, release_claim, write_claim
 from operators.allocator_controller.gang_preempt_loop import GangPreemptor
+from operators.allocator_controller.gang_status import GangStatusWriter
 from operators.allocator_controller.gate_waits import GATE_WAIT, GateWaits
 from operators.allocator_controller.holds import Holds, InUse
 from operators.allocator_controller.preempt_loop import Preemptor
@@ -56,7 +58,6 @@ from operators.gangs.gang_members import GangMembers, GangView, gang_view
 from operators.kube.client import KubeClient
 from operators.kube.conditions import rfc3339
 from operators.kube.metrics import gated_pod_done
-from operators.kube.newest_last import NewestLast, compose_merge_patches
 from operators.kube.pod_reports import PodReporter
 from operators.kube.supervision import guarded
 from operators.model import DeviceClass, DeviceID, ModelError, NamespacedName, parse_pod_object
@@ -83,10 +84,6 @@ class Reservation:
     priority: int
     created: float  # the gang's age (creation time, epoch seconds)
     until: float  # monotonic
-
-
-def gang_path(group: str, version: str, key: GangKey) -> str:
-    return f"/apis/{group}/{version}/namespaces/{key[1]}/gangs/{key[2]}/status"
 
 
 class GangOwner(Protocol):
@@ -150,20 +147,13 @@ class GangPlacer:
         self.gang_waiting: set[GangKey] = set()  # unsatisfiable: decided again on a view change
         self.committing: set[GangKey] = set()
         self.reservations: dict[GangKey, Reservation] = {}
-        self.gang_status: dict[GangKey, dict[str, Any]] = {}  # last status written
         self.gang_reports: dict[GangKey, str] = {}  # last message reported on the members
         self.gang_since: dict[GangKey, float] = {}  # when it first could not be placed
         self.gang_retry_at: dict[GangKey, float] = {}  # monotonic: after a failed write
         self.gang_limit_passed: set[GangKey] = set()
         self.gangs_allocated = 0
-        # One status write per gang at a time, the newest last (`newest_last`). The writes
-        # are merge patches, so a superseded one is folded into the newer (a domain it set
-        # stays); a queued first write after a takeover stays a first write.
-        self.statuses: NewestLast[GangKey, tuple[dict[str, Any], bool]] = NewestLast(
-            lambda gkey, item: self._write_gang_status(gkey, *item),
-            lambda queued, newer: (compose_merge_patches(queued[0], newer[0]), newer[1] or queued[1]))
-        self.status_latest = self.statuses.latest
-        self.status_writing = self.statuses.writing
+        # the Gang objects' status (`gang_status`): one write per gang at a time, the newest last
+        self.status = GangStatusWriter(client, clock, lambda coro: self.owner.background(coro))
 
     # -- what the controller and the gang preemptor ask
 
@@ -197,7 +187,7 @@ class GangPlacer:
         for pod in wait.told:
             self.owner.clear_unsatisfied(pod.meta.key)
             self.owner.spawn(pod.meta.key, self.gate_waits.tell(pod.meta.key, pod.meta.uid, wait.why))
-        self._gang_write_status(view, None, GATE_WAIT)
+        self.status.update(view, None, GATE_WAIT)
         return True
 
     # -- waking
@@ -294,7 +284,7 @@ class GangPlacer:
             self._unreserve(gkey)
             if view.partial:  # a member went before the gang was let go: the rest let go too
                 self._start_roll_back(view)
-            self._gang_write_status(view, None)
+            self.status.update(view, None)
             return
         if any(c.meta.key in self.holds for m in view.pending for c in m.pending):
             return  # written, not seen back yet: the claims' events wake the gang
@@ -336,7 +326,7 @@ class GangPlacer:
         if outcome.allocated:  # the core is placed; extras fit nowhere yet
             for m in view.pending:  # a nomination of a member left waiting ends here
                 self.preemptor.nomination_forgotten(m.pod.meta.key)
-            self._gang_write_status(view, outcome)
+            self.status.update(view, outcome)
             return
         GANGS.labels(outcome=UNDECIDED if outcome.status == "undecided" else "Unschedulable").inc()
         if view.partial:
@@ -349,7 +339,7 @@ class GangPlacer:
             self._gang_report(view, PREEMPTING, f"{view.gang.kind} {view.label}: "
                               f"{outcome.reason}; lower-priority pods are being preempted for "
                               f"it (see the members' {NOMINATION_ANNOTATION} annotation)")
-            self._gang_write_status(view, outcome, PREEMPTING)
+            self.status.update(view, outcome, PREEMPTING)
             return
         self._reserve(view, outcome)
         reason = "WaitLimitExceeded" if view.key in self.gang_limit_passed else (
@@ -357,7 +347,7 @@ class GangPlacer:
         self._gang_report(view, reason, f"{view.gang.kind} {view.label}: {outcome.reason}; the "
                           f"members stay gated ({self.settings.gate}) and are decided again when "
                           "devices, claims, nodes or the gang change")
-        self._gang_write_status(view, outcome, reason)
+        self.status.update(view, outcome, reason)
 
     def _reserve(self, view: GangView, outcome: GangOutcome) -> None:
         """Keep the devices of the domain the gang came closest in for it, up to its
@@ -440,7 +430,7 @@ class GangPlacer:
             await self.reports.event(
                 member.pod.meta.key, member.pod.meta.uid, "Allocated",
                 f"gang {view.label}: allocated on node {placed.node}{where} ({named})")
-        self._gang_write_status(view, outcome)
+        self.status.update(view, outcome)
         self.owner.wake_loop()
 
     def _start_roll_back(self, view: GangView) -> None:
@@ -497,7 +487,8 @@ class GangPlacer:
         return pod.meta.uid == uid and pod.has_gate(self.settings.gate) and not pod.node_name
 
     def _forget_gang(self, gkey: GangKey) -> None:
-        for table in (self.gang_status, self.gang_reports, self.gang_since, self.gang_retry_at):
+        self.status.forget(gkey)
+        for table in (self.gang_reports, self.gang_since, self.gang_retry_at):
             table.pop(gkey, None)
         self.gang_waiting.discard(gkey)
         self.gang_limit_passed.discard(gkey)
@@ -513,85 +504,6 @@ class GangPlacer:
             self.owner.mark_unsatisfied(m.pod.meta.key, m.pod.meta.uid)
             self.owner.spawn(m.pod.meta.key, self.owner.report(
                 m.pod.meta.key, m.pod.meta.uid, reason, message))
-
-    def _gang_write_status(self, view: GangView, outcome: GangOutcome | None,
-                           reason: str | None = None) -> None:
-        if view.key[0] != "Gang" or view.gang is None:
-            return  # a PodGroup's status is upstream's
-        placed = view.placed + (len(outcome.placed) if outcome is not None and outcome.allocated else 0)
-        complete = placed >= view.gang.min_count
-        nodes = sorted({p.node for p in outcome.placed} if outcome is not None else set())
-        if complete:
-            cond = ("True", "Allocated", f"{placed} members have their devices"
-                    + (f" in {outcome.domain}" if outcome is not None and outcome.domain else ""))
-        else:
-            text = (outcome.reason if outcome is not None else None) or "waiting"
-            cond = ("False", reason or "GangUnschedulable", text)
-        body: dict[str, Any] = {
-            "observedGeneration": view.gang.meta.generation,
-            "members": len(view.members) + len(view.not_ready),
-            "placed": placed,
-        }
-        if outcome is not None and outcome.allocated and outcome.domain:
-            body["domain"] = outcome.domain
-        if nodes:
-            body["nodes"] = nodes
-        last = self.gang_status.get(view.key)
-        if last is not None and last["body"] == body and last["cond"] == cond:
-            return
-        since = last["since"] if last is not None and last["cond"][0] == cond[0] else None
-        since = since or rfc3339(self.clock())
-        self.gang_status[view.key] = {"body": body, "cond": cond, "since": since}
-        status = {**body, "conditions": [{
-            "type": "Allocated", "status": cond[0], "reason": cond[1], "message": cond[2][:32768],
-            "lastTransitionTime": since, "observedGeneration": view.gang.meta.generation}]}
-        self.owner.background(self._patch_gang_status(view.key, status, first=last is None))
-
-    async def _patch_gang_status(self, gkey: GangKey, status: dict[str, Any], first: bool = False) -> None:
-        """Write the gang's status, one write per gang at a time and the newest last:
-        decisions write from concurrent tasks, and an older status landing after a newer
-        one would leave the Gang a decision behind (found by the hostile-object run)."""
-        await self.statuses.submit(gkey, (status, first))
-
-    async def _write_gang_status(self, gkey: GangKey, status: dict[str, Any], first: bool) -> None:
-        """FIRST: this process has not written the gang's status yet (it just started or
-        took over): the status the API holds, not this process's empty memory, says
-        whether the condition flips, and a status already current is not written again."""
-        with guarded("allocator", "gang-status", kind=gkey[0], namespace=gkey[1], name=gkey[2]):
-            path = gang_path("resource.draco.dev", "v1alpha1", gkey)
-            if first:
-                current = await self._against_stored(gkey, path, status)
-                if current is None:
-                    return
-                status = current
-            resp = await self.client.merge_patch(path, {"status": status})
-            if not resp.ok and resp.status != 404:
-                self.gang_status.pop(gkey, None)  # written again on the next decision
-                log.warning("cannot write the gang's status", gang=f"{gkey[1]}/{gkey[2]}",
-                            status=resp.status)
-
-    async def _against_stored(self, gkey: GangKey, path: str,
-                              status: dict[str, Any]) -> dict[str, Any] | None:
-        """STATUS with the stored condition's lastTransitionTime when its status is the
-        same (a failover is no transition), or None when the stored status already says
-        all of it. Unreadable: STATUS as it is."""
-        resp = await self.client.get(path[: -len("/status")])
-        if not resp.ok or not isinstance(resp.body, dict):
-            return status
-        stored = resp.body.get("status") or {}
-        old = next((c for c in stored.get("conditions") or []
-                    if isinstance(c, dict) and c.get("type") == "Allocated"), None)
-        new = status["conditions"][0]
-        if old is None or old.get("status") != new["status"] or not old.get("lastTransitionTime"):
-            return status
-        new = {**new, "lastTransitionTime": old["lastTransitionTime"]}
-        entry = self.gang_status.get(gkey)
-        if entry is not None and entry["cond"][0] == new["status"]:
-            entry["since"] = old["lastTransitionTime"]
-        current = {**status, "conditions": [new]}
-        if old == new and all(stored.get(k) == v for k, v in current.items() if k != "conditions"):
-            return None
-        return current
 
 
 __all__ = ["DEFAULT_WAIT_S", "UNDECIDED", "GangOwner", "GangPlacer", "Reservation"]

@@ -88,11 +88,11 @@ def test_concurrent_status_writes_of_one_gang_land_one_at_a_time_the_newest_last
             return Response(200, {})
 
     slow = Slow()
-    placer.client = slow  # type: ignore[assignment]
+    placer.status.client = slow  # type: ignore[assignment]
     key = ("Gang", NS, "g")
 
     async def go() -> None:
-        tasks = [asyncio.create_task(placer._patch_gang_status(
+        tasks = [asyncio.create_task(placer.status.patch(
             key, {"conditions": [{"type": "Allocated", "status": "False", "reason": reason}]}))
             for reason in ("GangNotFound", "Unschedulable", "GangUnschedulable")]
         await asyncio.sleep(0)
@@ -102,7 +102,7 @@ def test_concurrent_status_writes_of_one_gang_land_one_at_a_time_the_newest_last
     run(go())
     assert landed == ["GangNotFound", "GangUnschedulable"], "the newest last; a superseded one never"
     assert most == 1, "one write per gang at a time"
-    assert placer.status_latest == {} and placer.status_writing == set()
+    assert placer.status.latest == {} and placer.status.writing == set()
 
 
 def test_a_superseded_status_write_keeps_what_only_it_set() -> None:
@@ -128,12 +128,12 @@ def test_a_superseded_status_write_keeps_what_only_it_set() -> None:
             return Response(200, {})
 
     slow = Slow()
-    placer.client = slow  # type: ignore[assignment]
+    placer.status.client = slow  # type: ignore[assignment]
     key = ("Gang", NS, "g")
     cond = [{"type": "Allocated", "status": "True", "reason": "Allocated"}]
 
     async def go() -> None:
-        tasks = [asyncio.create_task(placer._patch_gang_status(key, status)) for status in (
+        tasks = [asyncio.create_task(placer.status.patch(key, status)) for status in (
             {"placed": 0, "conditions": cond},
             {"placed": 2, "domain": "rack=r1", "nodes": ["n-1"], "conditions": cond},
             {"placed": 2, "members": 2, "conditions": cond})]
