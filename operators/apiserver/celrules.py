@@ -8,6 +8,7 @@ a field cause at that path, with the rule's message.
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -21,7 +22,15 @@ _MISSING = object()
 
 @lru_cache(maxsize=1)
 def _env() -> celpy.Environment:
-    return celpy.Environment()
+    """cel-python's environment. Its constructor sets the interpreter's recursion limit
+    to 2500, below the 3000 draco's CEL compiler sets for deep expressions: in a process
+    that also allocates (`draco demo`, the embedded test cluster) the first CRD rule
+    checked would lower, for the whole process, how deep a gang search may go before it
+    answers "undecided". The higher limit is kept."""
+    limit = sys.getrecursionlimit()
+    env = celpy.Environment()
+    sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))
+    return env
 
 
 @lru_cache(maxsize=512)

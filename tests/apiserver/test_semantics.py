@@ -179,3 +179,20 @@ def test_discovery_lists_resources_with_subresources(cluster: EmbeddedCluster) -
     with urllib.request.urlopen(f"{cluster.url}/openapi/v3") as resp:
         paths = json.load(resp)["paths"]
     assert "apis/resource.draco.dev/v1alpha1" in paths and "api/v1" in paths
+
+
+def test_checking_a_crd_rule_leaves_the_processs_recursion_limit_alone() -> None:
+    """cel-python's Environment lowers the interpreter's recursion limit to 2500 when it
+    is built; the embedded server's first CRD rule must not change how deep the
+    allocator's gang search may go in the same process (a hypothesis run warned of the
+    limit changing under it)."""
+    import sys
+
+    import operators.cel  # noqa: F401  (sets draco's limit, as every controller process does)
+    from operators.apiserver import celrules
+
+    celrules._env.cache_clear()
+    before = sys.getrecursionlimit()
+    assert before >= 3000
+    assert celrules.check([{"rule": "self > 1", "message": "too small"}], 0, None, "spec.n")
+    assert sys.getrecursionlimit() == before
