@@ -26,10 +26,11 @@ def _env() -> celpy.Environment:
     to 2500, below the 3000 draco's CEL compiler sets for deep expressions: in a process
     that also allocates (`draco demo`, the embedded test cluster) the first CRD rule
     checked would lower, for the whole process, how deep a gang search may go before it
-    answers "undecided". The higher limit is kept."""
+    answers "undecided". The limit is put back as it was (whoever set it: the
+    rules checked here are shallow)."""
     limit = sys.getrecursionlimit()
     env = celpy.Environment()
-    sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))
+    sys.setrecursionlimit(limit)
     return env
 
 
