@@ -153,7 +153,7 @@ class GangPlacer:
         self.gang_limit_passed: set[GangKey] = set()
         self.gangs_allocated = 0
         # the Gang objects' status (`gang_status`): one write per gang at a time, the newest last
-        self.status = GangStatusWriter(client, clock, lambda coro: self.owner.background(coro))
+        self.status = GangStatusWriter(client, clock, owner.background)
 
     # -- what the controller and the gang preemptor ask
 
